@@ -1,0 +1,20 @@
+"""Solver plug-ins and the registry. ``hierdp.solve(problem, solver="auto")`` is the entry point.
+
+Plug-in modules (``intopt``, ``projection``, ``costtable``, ``highs``, ``ortools``) are imported
+lazily so that a missing or broken back end never breaks ``import hierdp``.
+"""
+
+from hierdp.solvers.base import (
+    Capabilities,
+    Solution,
+    Solver,
+    SolverError,
+    SolverFailed,
+    UnsupportedProblem,
+)
+from hierdp.solvers.registry import available, choose, get, names, register, solve
+
+__all__ = [
+    "Capabilities", "Solution", "Solver", "SolverError", "SolverFailed", "UnsupportedProblem",
+    "available", "choose", "get", "names", "register", "solve",
+]

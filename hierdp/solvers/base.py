@@ -1,0 +1,142 @@
+"""What every solver plug-in is: capabilities, a refusal check, and a :class:`Solution`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hierdp.models.problem import Problem
+
+
+class SolverError(RuntimeError):
+    """Base class of solver errors."""
+
+
+class UnsupportedProblem(SolverError):
+    """The chosen solver cannot solve this problem exactly; the message says why."""
+
+
+class SolverFailed(SolverError):
+    """The solver ran but did not prove an optimal solution (time limit, infeasible, error).
+
+    ``status`` holds the solver's status; no values are returned as if they were optimal.
+    """
+
+    def __init__(self, solver: str, status: str, message: str = "") -> None:
+        self.solver = solver
+        self.status = status
+        super().__init__(f"solver {solver!r} did not return an optimal solution: status {status!r}"
+                         + (f" ({message})" if message else ""))
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a plug-in solves *exactly*.
+
+    Attributes:
+        objectives: subset of {"l2", "l1", "linf"}.
+        integer: solves integer problems exactly.
+        continuous: solves continuous problems exactly.
+        structures: subset of {"level", "tree"} (see :attr:`Problem.structure`).
+        weights: honours non-uniform objective weights.
+        bounds: honours per-node bounds beyond non-negativity.
+        linear_constraints: honours user linear constraints.
+        pyomo_hooks: honours user hooks on the Pyomo model.
+        free_sign: can solve problems without non-negativity.
+        description: one line for ``hierdp solvers``.
+    """
+
+    objectives: frozenset[str]
+    integer: bool
+    continuous: bool
+    structures: frozenset[str]
+    weights: bool = False
+    bounds: bool = False
+    linear_constraints: bool = False
+    pyomo_hooks: bool = False
+    free_sign: bool = True
+    description: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-dict form (for printing)."""
+        return {
+            "objectives": sorted(self.objectives),
+            "integer": self.integer,
+            "continuous": self.continuous,
+            "structures": sorted(self.structures),
+            "weights": self.weights,
+            "bounds": self.bounds,
+            "linear_constraints": self.linear_constraints,
+            "pyomo_hooks": self.pyomo_hooks,
+            "free_sign": self.free_sign,
+            "description": self.description,
+        }
+
+
+@dataclass
+class Solution:
+    """An optimal solution.
+
+    Attributes:
+        values: one value per node of the problem (fixed nodes included); int64 for integer
+            problems, float64 otherwise.
+        objective: the problem's objective at ``values`` (computed by :meth:`Problem.objective_value`).
+        status: ``"optimal"``.
+        solver: the plug-in's name.
+        wall_time: seconds spent in the plug-in.
+        stats: solver-specific statistics (batches, nodes, iterations, ...).
+    """
+
+    values: np.ndarray
+    objective: float
+    status: str
+    solver: str
+    wall_time: float
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Solver(ABC):
+    """A solver plug-in. Subclasses set ``name`` and ``capabilities`` and implement ``_solve``."""
+
+    name: str = ""
+    capabilities: Capabilities
+
+    def unsupported(self, problem: Problem) -> list[str]:
+        """Reasons why this plug-in cannot solve ``problem`` exactly (empty: it can)."""
+        cap = self.capabilities
+        why: list[str] = []
+        if problem.objective not in cap.objectives:
+            why.append(f"objective {problem.objective!r} not supported (supports {sorted(cap.objectives)})")
+        if problem.integer and not cap.integer:
+            why.append("integer problems not supported")
+        if not problem.integer and not cap.continuous:
+            why.append("continuous problems not supported")
+        if problem.structure not in cap.structures:
+            why.append(f"{problem.structure!r} structure not supported (supports {sorted(cap.structures)})")
+        if problem.has_weights and not cap.weights:
+            why.append("non-uniform objective weights not supported")
+        if problem.has_custom_bounds and not cap.bounds:
+            why.append("per-node bounds not supported")
+        if problem.linear and not cap.linear_constraints:
+            why.append("user linear constraints not supported")
+        if problem.pyomo_hooks and not cap.pyomo_hooks:
+            why.append("Pyomo model hooks not supported")
+        if not problem.nonnegative and not cap.free_sign:
+            why.append("problems without non-negativity not supported")
+        why.extend(self.extra_checks(problem))
+        return why
+
+    def extra_checks(self, problem: Problem) -> list[str]:
+        """Plug-in specific refusals beyond the capability flags."""
+        return []
+
+    def available(self) -> bool:
+        """Whether the plug-in's back end can be imported here."""
+        return True
+
+    @abstractmethod
+    def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
+        """Solve a supported problem; raise :class:`SolverFailed` if optimality is not proven."""
