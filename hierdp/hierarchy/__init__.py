@@ -1,0 +1,38 @@
+"""Hierarchies of counts: the :class:`Hierarchy` type, its builders and its error family.
+
+A :class:`Hierarchy` is a rooted tree (user view: a ``networkx.DiGraph``) with a consistent,
+non-negative integer count on every node, compiled once to arrays in a canonical order where
+levels and sibling groups are contiguous index ranges. Build one with
+:meth:`Hierarchy.from_frame`, :meth:`Hierarchy.from_edges`, :meth:`Hierarchy.from_graph` or
+:meth:`Hierarchy.from_arrays`.
+"""
+
+from hierdp.hierarchy.core import Hierarchy
+from hierdp.hierarchy.errors import (
+    CountError,
+    CycleError,
+    EmptyInputError,
+    HierarchyError,
+    InconsistentCountError,
+    MissingValueError,
+    MultipleParentsError,
+    NotATreeError,
+    UnknownColumnError,
+    UnknownLevelError,
+    UnknownNodeError,
+)
+
+__all__ = [
+    "Hierarchy",
+    "HierarchyError",
+    "CycleError",
+    "MultipleParentsError",
+    "CountError",
+    "InconsistentCountError",
+    "UnknownColumnError",
+    "EmptyInputError",
+    "NotATreeError",
+    "MissingValueError",
+    "UnknownNodeError",
+    "UnknownLevelError",
+]
