@@ -1,0 +1,46 @@
+"""Privacy layer: noise samplers, accounting conversions, typed budgets.
+
+* :mod:`~hierdp.privacy.rng` - :func:`make_rng` (seeded numpy for experiments,
+  ``secure=True`` for real releases) and :class:`SecureRandom`.
+* :mod:`~hierdp.privacy.samplers` - vectorized discrete Laplace / geometric, discrete Gaussian
+  (exact CKS20 rejection sampler) and Laplace noise.
+* :mod:`~hierdp.privacy.accounting` - pure DP / zCDP / RDP / (eps, delta) conversions
+  (paper 004 eq. 6-8) and Gaussian / Laplace calibration.
+* :mod:`~hierdp.privacy.budget` - :class:`Budget` (immutable, composable, splittable) and
+  :class:`Accountant` (a ledger that refuses overspending).
+"""
+
+from hierdp.privacy.accounting import (
+    approx_dp_to_zcdp,
+    check_delta,
+    check_epsilon,
+    check_rho,
+    gaussian_rho,
+    gaussian_sigma2_for_rho,
+    laplace_scale_for_epsilon,
+    pure_rdp_curve,
+    pure_to_zcdp,
+    rdp_epsilon_term,
+    rdp_to_approx_dp,
+    zcdp_rdp_curve,
+    zcdp_to_approx_dp,
+)
+from hierdp.privacy.budget import Accountant, Budget
+from hierdp.privacy.errors import BudgetExceeded, PrivacyError, PrivacyParameterError
+from hierdp.privacy.rng import SecureRandom, make_rng
+from hierdp.privacy.samplers import discrete_gaussian, discrete_laplace, geometric, laplace
+
+__all__ = [
+    # errors
+    "PrivacyError", "PrivacyParameterError", "BudgetExceeded",
+    # randomness and samplers
+    "make_rng", "SecureRandom",
+    "discrete_laplace", "geometric", "discrete_gaussian", "laplace",
+    # accounting
+    "pure_to_zcdp", "zcdp_to_approx_dp", "approx_dp_to_zcdp", "rdp_to_approx_dp",
+    "zcdp_rdp_curve", "pure_rdp_curve", "rdp_epsilon_term",
+    "gaussian_sigma2_for_rho", "gaussian_rho", "laplace_scale_for_epsilon",
+    "check_epsilon", "check_rho", "check_delta",
+    # budgets
+    "Budget", "Accountant",
+]
