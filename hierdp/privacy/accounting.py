@@ -99,8 +99,10 @@ def pure_rdp_curve(epsilon: float) -> Callable[[float | np.ndarray], float | np.
     """An RDP curve implied by pure epsilon-DP: ``alpha -> min(epsilon, alpha * epsilon**2 / 2)``.
 
     Pure epsilon-DP bounds every Renyi divergence by epsilon (Mironov 2017) and implies
-    (epsilon**2/2)-zCDP (Bun & Steinke 2016); the curve takes the smaller of the two. (The
-    exact curve of the geometric mechanism, paper 004 Cor. 1, is tighter still.)
+    (epsilon**2/2)-zCDP (Bun & Steinke 2016); the curve takes the smaller of the two. The exact
+    curve of the geometric mechanism is tighter still: see
+    :func:`hierdp.privacy.rdp_geometric.geometric_rdp_exact` (paper 004's Cor. 1 is *not* a valid
+    bound: it undershoots the true divergence, see that module).
     """
     eps = check_epsilon(epsilon)
     half_sq = eps * eps / 2.0
