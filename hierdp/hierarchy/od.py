@@ -114,7 +114,8 @@ class Geography:
                    root_name: str = "total") -> "Geography":
         """From a frame with one column per level, coarse to fine (the finest = area ids).
 
-        Rows may repeat. An area is identified by its path (its ids from the coarsest level),
+        Rows may repeat. Leading columns holding a single value (the whole space, e.g.
+        ``LEVEL0``) are dropped: level 0 is always the implicit root. An area is identified by its path (its ids from the coarsest level),
         so ids need only be unique under their parent; the finest ids must be unique, since
         trips name their finest area only.
         """
@@ -132,6 +133,11 @@ class Geography:
             na = df[c].isna().to_numpy()
             if na.any():
                 raise MissingValueError(f"geography: column {c!r} has a missing value at row {int(np.flatnonzero(na)[0])}")
+        # a leading column with a single value is the whole space, i.e. the implicit root
+        root_level = root_name
+        while len(levels) > 1 and df[levels[0]].nunique() == 1:
+            root_level = str(levels[0])
+            levels = levels[1:]
         names: list[np.ndarray] = [np.array([root_name], dtype=object)]
         parents: list[np.ndarray] = [np.zeros(0, np.int64)]
         row_idx = np.zeros(len(df), np.int64)  # index of each row's area at the current level
@@ -155,7 +161,7 @@ class Geography:
             if pd.Index(lab).has_duplicates:
                 names[lev] = np.array([f"{names[lev - 1][p]}/{x}" if lev > 1 else x
                                        for p, x in zip(parents[lev], lab)], dtype=object)
-        return cls([root_name] + [str(c) for c in levels], names, parents)
+        return cls([root_level] + [str(c) for c in levels], names, parents)
 
     @classmethod
     def from_hierarchy(cls, h: Any) -> "Geography":
@@ -377,7 +383,9 @@ class ODTree:
         # within-level ids -> path strings, so that finest ids are unique geography-wide
         o_paths = _path_frame(df, o_lv)
         d_paths = _path_frame(df, d_lv)
-        names = [f"level{i + 1}" for i in range(len(o_lv))]
+        names = [_common_level_name(o, d) for o, d in zip(o_lv, d_lv)]
+        if len(set(names)) < len(names):
+            names = [str(o) for o in o_lv]
         o_paths.columns = names
         d_paths.columns = names
         if origin_geo is not None:
@@ -492,6 +500,15 @@ def _coerce_counts(col: pd.Series | None, n: int, name: str | None) -> np.ndarra
         i = int(np.flatnonzero(v != np.round(v))[0])
         raise CountError(f"count column {name!r}: non-integer count {v[i]:g} at row {i}")
     return v.astype(np.int64)
+
+
+def _common_level_name(o: str, d: str) -> str:
+    """``LEVEL2_ORIG``, ``LEVEL2_DEST`` -> ``LEVEL2`` (common prefix), else the origin column."""
+    k = 0
+    while k < min(len(o), len(d)) and o[k] == d[k]:
+        k += 1
+    common = o[:k].rstrip("_- .")
+    return common or o
 
 
 def _short_labels(geo: Geography) -> Geography:

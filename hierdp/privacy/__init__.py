@@ -8,6 +8,9 @@
   (paper 004 eq. 6-8) and Gaussian / Laplace calibration.
 * :mod:`~hierdp.privacy.budget` - :class:`Budget` (immutable, composable, splittable) and
   :class:`Accountant` (a ledger that refuses overspending).
+* :mod:`~hierdp.privacy.rdp_geometric` - exact RDP of the geometric mechanism (paper 004 Lemma 8
+  corrected), :mod:`~hierdp.privacy.parallel` - generalized parallel composition (Lemmas 9-12),
+  :mod:`~hierdp.privacy.moe` - margins of error <-> noise parameters (Cor. 2, Cor. 4).
 """
 
 from hierdp.privacy.accounting import (
@@ -27,6 +30,14 @@ from hierdp.privacy.accounting import (
 )
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.errors import BudgetExceeded, PrivacyError, PrivacyParameterError
+from hierdp.privacy.moe import (
+    discrete_gaussian_moe,
+    discrete_gaussian_rho_for_moe,
+    geometric_epsilon_for_moe,
+    geometric_moe,
+)
+from hierdp.privacy.parallel import StabilityError, check_stability, max_degree, parallel_compose
+from hierdp.privacy.rdp_geometric import geometric_rdp_exact
 from hierdp.privacy.rng import SecureRandom, make_rng
 from hierdp.privacy.samplers import discrete_gaussian, discrete_laplace, geometric, laplace
 
@@ -43,4 +54,7 @@ __all__ = [
     "check_epsilon", "check_rho", "check_delta",
     # budgets
     "Budget", "Accountant",
+    # paper 004 extras
+    "geometric_rdp_exact", "StabilityError", "check_stability", "max_degree", "parallel_compose",
+    "geometric_moe", "geometric_epsilon_for_moe", "discrete_gaussian_moe", "discrete_gaussian_rho_for_moe",
 ]
