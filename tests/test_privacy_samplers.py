@@ -136,15 +136,20 @@ def test_seeds_reproduce_and_differ() -> None:
 
 
 # -- secure mode ----------------------------------------------------------------------------------
+BACKENDS = ["python", "opendp"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("sigma2", [0.3, 25.0])
-def test_secure_discrete_gaussian_matches_exact_pmf(sigma2: float) -> None:
-    samples = discrete_gaussian(sigma2, 8000, make_rng(secure=True))
+def test_secure_discrete_gaussian_matches_exact_pmf(sigma2: float, backend: str) -> None:
+    samples = discrete_gaussian(sigma2, 8000, SecureRandom(backend=backend))
     assert samples.dtype == np.int64
     assert chi_square_pvalue(samples, *dg_pmf(sigma2)) > ALPHA
 
 
-def test_secure_discrete_laplace_and_laplace() -> None:
-    rng = make_rng(secure=True)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_secure_discrete_laplace_and_laplace(backend: str) -> None:
+    rng = SecureRandom(backend=backend)
     assert chi_square_pvalue(discrete_laplace(3.0, 8000, rng), *dl_pmf(3.0)) > ALPHA
     per_entry = discrete_laplace(np.tile([0.5, 20.0], 3000), None, rng)
     assert chi_square_pvalue(per_entry[0::2], *dl_pmf(0.5)) > ALPHA
@@ -170,6 +175,8 @@ def test_secure_mode_refuses_a_seed() -> None:
     with pytest.raises(PrivacyParameterError, match="seed"):
         SecureRandom(seed=5)
     assert isinstance(make_rng(secure=True), SecureRandom)
+    with pytest.raises(PrivacyParameterError, match="backend"):
+        SecureRandom(backend="urandom")
 
 
 # -- bad input ------------------------------------------------------------------------------------

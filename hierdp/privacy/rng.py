@@ -50,16 +50,28 @@ class SecureRandom:
     The vectorized entry points in :mod:`hierdp.privacy.samplers` call these per entry.
     """
 
-    __slots__ = ()
+    __slots__ = ("backend",)
 
-    def __init__(self, seed: object = None) -> None:
+    def __init__(self, seed: object = None, *, backend: str = "auto") -> None:
+        """``backend``: ``"opendp"`` (OpenDP's exact samplers, bulk, faster), ``"python"`` (the
+        exact samplers below, one entry at a time) or ``"auto"`` (OpenDP when installed)."""
         if seed is not None:
             raise PrivacyParameterError(
                 f"seed: SecureRandom draws from the operating system and cannot be seeded "
                 f"(got seed={seed!r}); use make_rng(seed) for reproducible experiments")
+        if backend not in ("auto", "opendp", "python"):
+            raise PrivacyParameterError(f"backend must be 'auto', 'opendp' or 'python', got {backend!r}")
+        from hierdp.privacy.opendp_backend import opendp_available
+
+        if backend == "opendp" and not opendp_available():
+            raise PrivacyParameterError("backend 'opendp' requested but opendp is not installed "
+                                        "(pip install 'hierdp[secure]')")
+        if backend == "auto":
+            backend = "opendp" if opendp_available() else "python"
+        self.backend = backend
 
     def __repr__(self) -> str:
-        return "SecureRandom()"
+        return f"SecureRandom(backend={self.backend!r})"
 
     # -- uniform primitives -------------------------------------------------------------------
     @staticmethod

@@ -20,6 +20,7 @@ from typing import Callable, Sequence, Union
 import numpy as np
 
 from hierdp.privacy.errors import PrivacyParameterError
+from hierdp.privacy.opendp_backend import opendp_discrete_gaussian, opendp_discrete_laplace
 from hierdp.privacy.rng import RandomSource, SecureRandom
 
 __all__ = ["discrete_laplace", "discrete_gaussian", "geometric", "laplace"]
@@ -128,6 +129,8 @@ def discrete_laplace(scale: float | np.ndarray, size: Size, rng: RandomSource) -
     secure = _check_rng(rng)
     scale_arr = _positive_param("scale", scale, size)
     if secure:
+        if rng.backend == "opendp":
+            return opendp_discrete_laplace(scale_arr)
         return _secure_fill(scale_arr, rng.discrete_laplace, np.int64)
     if scale_arr.size and np.all(scale_arr == scale_arr.flat[0]):
         out = _np_discrete_laplace(scale_arr.flat[0], scale_arr.size, rng)
@@ -171,6 +174,8 @@ def discrete_gaussian(sigma2: float | np.ndarray, size: Size, rng: RandomSource)
     secure = _check_rng(rng)
     sigma2_arr = _positive_param("sigma2", sigma2, size)
     if secure:
+        if rng.backend == "opendp":
+            return opendp_discrete_gaussian(sigma2_arr)
         return _secure_fill(sigma2_arr, rng.discrete_gaussian, np.int64)
     return _np_discrete_gaussian(sigma2_arr, rng)
 
