@@ -28,32 +28,45 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     import numpy as np
+    import pandas as pd
 
     from hierdp import metrics
     from hierdp.datasets import world_cities_hierarchy
-    from hierdp.mechanisms.topdown import InfTDA, TDA
+    from hierdp.mechanisms import TDA, InfTDA
 
     t0 = time.perf_counter()
     tree = world_cities_hierarchy()
-    print(f"hierdp demo: bundled GeoNames world cities, {tree.n:,} nodes "
-          f"({' -> '.join(f'{name} {size:,}' for name, size in zip(tree.level_names, np.diff(tree.level_ptr)))}), "
+    sizes = " -> ".join(f"{name} {size:,}" for name, size in zip(tree.level_names, np.diff(tree.level_ptr)))
+    print(f"hierdp demo: bundled GeoNames world cities, {tree.n:,} nodes ({sizes}), "
           f"{int(tree.counts[0]):,} people; built in {time.perf_counter() - t0:.2f} s")
     print(f"privacy: epsilon={args.epsilon}, delta={args.delta}, bounded DP (world total public), seed={args.seed}\n")
-    mechanisms = [
-        ("InfTDA (intopt)", InfTDA(epsilon=args.epsilon, delta=args.delta, solver="intopt")),
-        ("TDA_l2 (projection + rounding)", TDA("l2", epsilon=args.epsilon, delta=args.delta)),
-    ]
-    for label, mech in mechanisms:
+
+    main = InfTDA(epsilon=args.epsilon, delta=args.delta, solver="intopt")
+    release = main.release(tree, seed=args.seed, progress=not args.quiet)
+    print("InfTDA (IntOpt post-processing), per level:")
+    report = metrics.level_report(release, tree)
+    with pd.option_context("display.float_format", "{:,.2f}".format, "display.width", 140):
+        print(report.to_string())
+    print()
+    print(release.accounting_text())
+
+    print("\nSame data, same budget and seed, other TopDown post-processing (leaf level = cities):")
+    rows = []
+    for label, mech in [
+        ("InfTDA, intopt (integer L-inf, Alg. 4)", main),
+        ("TDA_l2, projection + paper rounding", TDA("l2", epsilon=args.epsilon, delta=args.delta, rounding="paper")),
+        ("TDA_l2, exact integer L2", TDA("l2", epsilon=args.epsilon, delta=args.delta, rounding="exact")),
+    ]:
         t1 = time.perf_counter()
-        rel = mech.release(tree, seed=args.seed, progress=not args.quiet)
+        rel = mech.release(tree, seed=args.seed)
         secs = time.perf_counter() - t1
-        mae = metrics.max_abs_error_by_level(rel, tree)
-        fdr = metrics.false_discovery_rate_by_level(rel, tree)
-        table = mae.to_frame("max_abs_error").join(fdr.rename("false_discovery_rate"))
-        print(f"== {label}: {secs:.2f} s")
-        print(table.to_string())
-        print()
-    print(rel.accounting_text() if hasattr(rel, "accounting_text") else rel.accounting)
+        leaf = metrics.level_report(rel, tree).iloc[-1]
+        rows.append({"mechanism": label, "seconds": secs, "max_abs_error": leaf.max_abs_error,
+                     "mean_abs_error": leaf.mean_abs_error, "false_discovery_rate_%": leaf.false_discovery_rate,
+                     "consistent": not rel.check_consistency()})
+    with pd.option_context("display.float_format", "{:,.3f}".format, "display.width", 140):
+        print(pd.DataFrame(rows).set_index("mechanism").to_string())
+    print("\nNext: `hierdp release --help` to release your own CSV/Parquet, `hierdp solvers` for the plug-ins.")
     return 0
 
 
