@@ -133,6 +133,26 @@ def run_cell(name: str, tree: Any, epsilon: float, delta: float, runs: int, *, s
     return out, RunLog(len(secs), secs, note)
 
 
+def run_grid(dataset: str, tree: Any, epsilons: Sequence[float], mechanisms: Sequence[str], delta: float,
+             runs: int, *, seed: int, time_budget: float | None) -> tuple[list[pd.DataFrame], list[str]]:
+    """Every (ε, mechanism) cell on one tree: per-run frames tagged with dataset/mechanism/ε, and
+    the notes of cells that stopped early (printed as they finish)."""
+    frames, notes = [], []
+    for eps in epsilons:
+        for mech in mechanisms:
+            df, log = run_cell(mech, tree, eps, delta, runs, seed=seed, time_budget=time_budget)
+            mean_s = np.mean(log.seconds) if log.seconds else float("nan")
+            print(f"  ε={eps:<5g} {mech:<12} runs={log.runs_done:<3} {mean_s:8.3f} s/run {log.note}")
+            if log.note:
+                notes.append(f"{dataset} ε={eps:g} {mech}: {log.note}")
+            if not df.empty:
+                df.insert(0, "epsilon", eps)
+                df.insert(0, "mechanism", mech)
+                df.insert(0, "dataset", dataset)
+                frames.append(df)
+    return frames, notes
+
+
 def summarize(df: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """Mean / min / max over runs of every per-level metric, grouped by ``keys`` + level."""
     metrics_cols = ["max_abs_error", "mean_abs_error", "fdr_pct", "fnr_pct"]

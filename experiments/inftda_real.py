@@ -25,11 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MECHANISMS, RESULTS, format_table, plot_per_level, run_cell, summarize  # noqa: E402
+from _common import MECHANISMS, RESULTS, format_table, plot_per_level, run_grid, summarize  # noqa: E402
 
 def flights_data() -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(trips, geography)`` of the NYC flights (see :func:`hierdp.datasets.nycflights_od`)."""
@@ -78,20 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         tree = builders[ds]()
         print(f"{ds}: {tree!r}\n  built in {time.perf_counter() - t0:.2f}s")
-        for eps in args.epsilons:
-            for mech in args.mechanisms:
-                df, log = run_cell(mech, tree, eps, args.delta, args.runs, seed=11,
-                                   time_budget=args.time_budget)
-                mean_s = np.mean(log.seconds) if log.seconds else float("nan")
-                print(f"  ε={eps:<5g} {mech:<12} runs={log.runs_done:<3} {mean_s:8.3f} s/run "
-                      f"{log.note}")
-                if log.note:
-                    notes.append(f"{ds} ε={eps:g} {mech}: {log.note}")
-                if not df.empty:
-                    df.insert(0, "epsilon", eps)
-                    df.insert(0, "mechanism", mech)
-                    df.insert(0, "dataset", ds)
-                    all_runs.append(df)
+        frames, cell_notes = run_grid(ds, tree, args.epsilons, args.mechanisms, args.delta, args.runs,
+                                      seed=11, time_budget=args.time_budget)
+        all_runs += frames
+        notes += cell_notes
     runs = pd.concat(all_runs, ignore_index=True)
     runs.to_csv(args.out / "inftda_real_runs.csv", index=False)
     summary = summarize(runs, ["dataset", "mechanism", "epsilon"])

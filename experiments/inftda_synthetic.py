@@ -66,7 +66,7 @@ from _common import (  # noqa: E402
     build_mechanism,
     format_table,
     plot_per_level,
-    run_cell,
+    run_grid,
     summarize,
 )
 
@@ -326,20 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         tree = od_tree(frames[ds], partitions[ds])
         print(f"\n{ds}: tree built in {time.perf_counter() - t0:.2f}s")
-        for eps in args.epsilons:
-            for mech in args.mechanisms:
-                df, log = run_cell(mech, tree, eps, args.delta, args.runs, seed=7,
-                                   time_budget=args.time_budget)
-                mean_s = np.mean(log.seconds) if log.seconds else float("nan")
-                print(f"  ε={eps:<5g} {mech:<12} runs={log.runs_done:<3} "
-                      f"{mean_s:8.2f} s/run {log.note}")
-                if log.note:
-                    notes.append(f"{ds} ε={eps:g} {mech}: {log.note}")
-                if not df.empty:
-                    df.insert(0, "epsilon", eps)
-                    df.insert(0, "mechanism", mech)
-                    df.insert(0, "dataset", ds)
-                    all_runs.append(df)
+        frames, cell_notes = run_grid(ds, tree, args.epsilons, args.mechanisms, args.delta, args.runs,
+                                      seed=7, time_budget=args.time_budget)
+        all_runs += frames
+        notes += cell_notes
     runs = pd.concat(all_runs, ignore_index=True)
     runs.to_csv(args.out / "inftda_synthetic_runs.csv", index=False)
     summary = summarize(runs, ["dataset", "mechanism", "epsilon"])

@@ -46,6 +46,7 @@ class Capabilities:
         linear_constraints: honours user linear constraints.
         pyomo_hooks: honours user hooks on the Pyomo model.
         free_sign: can solve problems without non-negativity.
+        missing_targets: accepts free nodes without a noisy target (NaN: no objective term).
         description: one line for ``hierdp solvers``.
     """
 
@@ -58,6 +59,7 @@ class Capabilities:
     linear_constraints: bool = False
     pyomo_hooks: bool = False
     free_sign: bool = True
+    missing_targets: bool = True
     description: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -72,6 +74,7 @@ class Capabilities:
             "linear_constraints": self.linear_constraints,
             "pyomo_hooks": self.pyomo_hooks,
             "free_sign": self.free_sign,
+            "missing_targets": self.missing_targets,
             "description": self.description,
         }
 
@@ -126,6 +129,8 @@ class Solver(ABC):
             why.append("Pyomo model hooks not supported")
         if not problem.nonnegative and not cap.free_sign:
             why.append("problems without non-negativity not supported")
+        if not cap.missing_targets and np.any(np.isnan(problem.target[problem.is_free])):
+            why.append("every free node needs a finite target (NaN targets not supported)")
         why.extend(self.extra_checks(problem))
         return why
 

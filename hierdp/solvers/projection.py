@@ -146,14 +146,9 @@ class ProjectionSolver(Solver):
         linear_constraints=False,
         pyomo_hooks=False,
         free_sign=False,
+        missing_targets=False,
         description="sort-based projection onto the scaled simplex; exact integer L2 by greedy rounding",
     )
-
-    def extra_checks(self, problem: Problem) -> list[str]:
-        """Every free node must have a noisy target (a NaN target has no objective term)."""
-        if problem.structure == "level" and np.any(np.isnan(problem.target[problem.is_free])):
-            return ["every free node needs a finite target (the projection has no 'no objective' entries)"]
-        return []
 
     def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
         if options:
