@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         tree = builders[ds]()
         print(f"{ds}: {tree!r}\n  built in {time.perf_counter() - t0:.2f}s")
-        frames, cell_notes = run_grid(ds, tree, args.epsilons, args.mechanisms, args.delta, args.runs,
+        cell_frames, cell_notes = run_grid(ds, tree, args.epsilons, args.mechanisms, args.delta, args.runs,
                                       seed=11, time_budget=args.time_budget)
-        all_runs += frames
+        all_runs += cell_frames
         notes += cell_notes
     runs = pd.concat(all_runs, ignore_index=True)
     runs.to_csv(args.out / "inftda_real_runs.csv", index=False)

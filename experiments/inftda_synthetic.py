@@ -326,9 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         tree = od_tree(frames[ds], partitions[ds])
         print(f"\n{ds}: tree built in {time.perf_counter() - t0:.2f}s")
-        frames, cell_notes = run_grid(ds, tree, args.epsilons, args.mechanisms, args.delta, args.runs,
+        cell_frames, cell_notes = run_grid(ds, tree, args.epsilons, args.mechanisms, args.delta, args.runs,
                                       seed=7, time_budget=args.time_budget)
-        all_runs += frames
+        all_runs += cell_frames
         notes += cell_notes
     runs = pd.concat(all_runs, ignore_index=True)
     runs.to_csv(args.out / "inftda_synthetic_runs.csv", index=False)
