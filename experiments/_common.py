@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hierdp.datasets import inftda_reference_dir
+
 RESULTS = Path(__file__).resolve().parent.parent / "results"
-REFERENCE = Path("/work/shared/reference/inftda")
+REFERENCE = inftda_reference_dir()
 
 #: The paper's five mechanisms, in its plotting order.
 MECHANISMS = ("SH", "VanillaGauss", "TDA_l2", "TDA_linf", "InfTDA")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,12 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hierdp.datasets import inftda_reference_dir
 from hierdp.hierarchy import Hierarchy
 from hierdp.hierarchy.errors import CountError, HierarchyError, UnknownColumnError, UnknownNodeError
 from hierdp.hierarchy.od import Geography, ODTree
 from hierdp.hierarchy.topdown_tree import HierarchyTree
 
-REF = Path("/work/shared/reference/inftda")
+REF = inftda_reference_dir()
 
 
 def _random_geo(rng: np.random.Generator, g: int, max_fan: int, prefix: str) -> pd.DataFrame:

@@ -1,17 +1,17 @@
 """Synthetic data of paper 000 (Table 1) and the Italy-scale generator.
 
 Oracles: the paper's Table 1 (O/D counts and users), the authors' own regenerated files in
-/work/shared/reference/inftda (exact equality, row by row), and structural invariants.
+shared/reference/inftda beside the repository (exact equality, row by row), and structural invariants.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from hierdp.datasets import inftda_reference_dir
 from hierdp.hierarchy.synthetic import (
     binary_partition,
     italy_like_od,
@@ -19,7 +19,7 @@ from hierdp.hierarchy.synthetic import (
     synthetic_od,
 )
 
-REFERENCE = Path("/work/shared/reference/inftda")
+REFERENCE = inftda_reference_dir()
 
 # Table 1 of paper 000 (random dense: the paper prints 95,612, a typo for floor(189,225 / 2)).
 TABLE_1 = {
