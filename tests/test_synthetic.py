@@ -6,7 +6,6 @@ shared/reference/inftda beside the repository (exact equality, row by row), and 
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
