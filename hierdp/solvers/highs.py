@@ -14,6 +14,7 @@ Batching: HiGHS does not exploit block-diagonal structure, so a huge batched MIP
 superlinearly. Independent components (groups not coupled by a user linear constraint) are solved
 in batches of ``batch_size`` groups (MIP/LP) or ``qp_batch_size`` groups (QP: the wheel's
 active-set QP solver fails on large QPs). Defaults come from measurement on integer linf groups.
+Batches may be mapped over an executor (:mod:`hierdp.solvers._batching`).
 
 Exactness: ``mip_rel_gap = 0`` and ``qp_regularization_value = 0`` by default; anything but a
 proven optimum of every batch returns a non-optimal status (the registry raises SolverFailed).
@@ -24,7 +25,8 @@ around the continuous optimum (solved first as a QP on the same batch).
 from __future__ import annotations
 
 import time
-from typing import Any
+from functools import partial
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -40,6 +42,7 @@ from hierdp.models.pyomo_model import (
     pwl_rows,
     values_from_model,
 )
+from hierdp.solvers._batching import run_batches
 from hierdp.solvers.base import Capabilities, Solution, Solver, UnsupportedProblem
 
 #: groups per MIP batch. Measured on 2,000 integer linf groups (b in [2, 10], real targets, 2 cores,
@@ -53,7 +56,8 @@ DEFAULT_LP_BATCH_SIZE = 5000
 #: 200: 6.9 s, 1,000: fails after 180 s (the wheel's active-set QP solver breaks on large QPs).
 DEFAULT_QP_BATCH_SIZE = 25
 
-_OPTIONS = {"path", "batch_size", "qp_batch_size", "mip_rel_gap", "qp_regularization_value", "threads", "presolve"}
+_OPTIONS = {"path", "batch_size", "qp_batch_size", "mip_rel_gap", "qp_regularization_value", "threads", "presolve",
+            "executor", "progress"}
 
 
 class HighsSolver(Solver):
@@ -69,6 +73,10 @@ class HighsSolver(Solver):
         presolve: HiGHS presolve for MIPs, default ``"off"`` (HiGHS 1.14 MIP presolve bugs, see
             ``_solve``); LPs and QPs always use HiGHS's default.
         threads: HiGHS threads (default HiGHS's choice).
+        executor: a :class:`concurrent.futures.Executor` (e.g. ``ProcessPoolExecutor(2)``, or a
+            Dask cluster's ``client.get_executor()``) over which batches are mapped; Pyomo hooks
+            must then be picklable (module-level functions).
+        progress: show a progress bar over batches.
     """
 
     name = "highs"
@@ -131,39 +139,77 @@ class HighsSolver(Solver):
             batches = _batches(problem, qp_batch_size if is_qp else batch_size)
         needs_center = problem.objective == "l2" and problem.integer and not problem.pyomo_hooks
         anchors = anchor_values(problem) if problem.objective == "l2" and problem.integer else None
-        runner = _DirectRunner(threads) if path == "direct" or needs_center else None
+        chunk = partial(_direct_chunk if path == "direct" else _pyomo_chunk, settings=settings, threads=threads,
+                        deadline=deadline, needs_center=needs_center, anchors=anchors)
         try:
-            for subset in batches:
-                stats["batches"] += 1
-                center = None
-                if needs_center:
-                    # continuous optimum of this batch: centre of the proven integer window
-                    relaxed = model_arrays(problem, subset=subset, relax=True)
-                    status, x = runner.run(relaxed, settings, deadline)
-                    if status != "optimal":
-                        return _finish(problem, values, status, self.name, t0, stats)
-                    center = np.full(problem.n, np.nan)
-                    center[relaxed.nodes] = x
-                if path == "direct":
-                    arr = model_arrays(problem, subset=subset, l2_center=center, anchors=anchors)
-                    status, x = runner.run(arr, settings, deadline)
-                    if status != "optimal":
-                        return _finish(problem, values, status, self.name, t0, stats)
-                    values[arr.nodes] = x
-                else:
-                    status, v = _solve_pyomo(problem, subset, center, settings, threads, deadline)
-                    if status != "optimal":
-                        return _finish(problem, values, status, self.name, t0, stats)
-                    free_in = ~np.isnan(v) & problem.is_free
-                    values[free_in] = v[free_in]
-        except ModelInfeasible as exc:
-            stats["message"] = str(exc)
-            return _finish(problem, values, "infeasible", self.name, t0, stats)
+            status, parts, message = run_batches(chunk, problem, batches, executor=options.get("executor"),
+                                                 progress=bool(options.get("progress")), desc=f"highs ({path})")
         except ModelTooLarge as exc:
             raise UnsupportedProblem(f"highs: {exc}") from None
+        stats["batches"] = len(batches)
+        for nodes, x in parts:
+            values[nodes] = x
+        if message:
+            stats["message"] = message
+        if status != "optimal":
+            return _finish(problem, values, status, self.name, t0, stats)
         if problem.integer:
             values = np.rint(values)
         return _finish(problem, values, "optimal", self.name, t0, stats)
+
+
+def _direct_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, settings: dict[str, Any],
+                  threads: int | None, deadline: float | None, needs_center: bool,
+                  anchors: np.ndarray | None) -> tuple[str, list[tuple[np.ndarray, np.ndarray]], str]:
+    """Solve batches in order with one reused ``Highs`` object (runs in a worker with an executor)."""
+    runner = _DirectRunner(threads)
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    try:
+        for subset in subsets:
+            center = _relaxed_center(problem, subset, runner, settings, deadline) if needs_center else None
+            if isinstance(center, str):
+                return center, parts, ""
+            arr = model_arrays(problem, subset=subset, l2_center=center, anchors=anchors)
+            status, x = runner.run(arr, settings, deadline)
+            if status != "optimal":
+                return status, parts, ""
+            parts.append((arr.nodes, x))
+    except ModelInfeasible as exc:
+        return "infeasible", parts, str(exc)
+    return "optimal", parts, ""
+
+
+def _pyomo_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, settings: dict[str, Any],
+                 threads: int | None, deadline: float | None, needs_center: bool,
+                 anchors: np.ndarray | None) -> tuple[str, list[tuple[np.ndarray, np.ndarray]], str]:
+    """Solve batches in order through Pyomo (hooks run on every model)."""
+    runner = _DirectRunner(threads) if needs_center else None
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    try:
+        for subset in subsets:
+            center = _relaxed_center(problem, subset, runner, settings, deadline) if needs_center else None
+            if isinstance(center, str):
+                return center, parts, ""
+            status, v = _solve_pyomo(problem, subset, center, settings, threads, deadline)
+            if status != "optimal":
+                return status, parts, ""
+            nodes = np.flatnonzero(~np.isnan(v) & problem.is_free)
+            parts.append((nodes, v[nodes]))
+    except ModelInfeasible as exc:
+        return "infeasible", parts, str(exc)
+    return "optimal", parts, ""
+
+
+def _relaxed_center(problem: Problem, subset: np.ndarray | None, runner: "_DirectRunner",
+                    settings: dict[str, Any], deadline: float | None) -> np.ndarray | str:
+    """Continuous optimum of a batch (the centre of the proven integer-L2 window), or a status."""
+    relaxed = model_arrays(problem, subset=subset, relax=True)
+    status, x = runner.run(relaxed, settings, deadline)
+    if status != "optimal":
+        return status
+    center = np.full(problem.n, np.nan)
+    center[relaxed.nodes] = x
+    return center
 
 
 def _finish(problem: Problem, values: np.ndarray, status: str, name: str, t0: float,

@@ -38,12 +38,14 @@ the left-hand side is an integer). CP-SAT runs with ``num_workers=1`` (measured 
 from __future__ import annotations
 
 import time
-from typing import Any
+from functools import partial
+from typing import Any, Sequence
 
 import numpy as np
 
 from hierdp.models.problem import Problem
 from hierdp.models.pyomo_model import ModelArrays, ModelInfeasible, anchor_values, batch_components, model_arrays
+from hierdp.solvers._batching import run_batches
 from hierdp.solvers.base import Capabilities, Solution, Solver
 
 #: groups per CP-SAT model (measured; small models keep CP-SAT's search local)
@@ -52,7 +54,7 @@ _GRIDS = sorted({2 ** k for k in range(21)} | {10 ** k for k in range(1, 7)})
 #: refuse integer-l2 models needing more chord constraints than this
 MAX_L2_CHORDS = 200_000
 _INT_LIMIT = 2 ** 53  # keep every integer coefficient/bound exact in doubles and far from int64 overflow
-_OPTIONS = {"batch_size", "num_workers"}
+_OPTIONS = {"batch_size", "num_workers", "executor", "progress"}
 
 
 def grid_scale(values: np.ndarray) -> int | None:
@@ -71,7 +73,9 @@ class OrToolsSolver(Solver):
     """OR-Tools: CP-SAT (integer linf exact for real targets; integer l1/l2 for grid targets) and GLOP (LPs).
 
     Options of ``solve(problem, solver="ortools", ...)``: time_limit (seconds, whole problem),
-    batch_size (groups per CP-SAT model), num_workers (CP-SAT workers, default 1).
+    batch_size (groups per CP-SAT model), num_workers (CP-SAT workers, default 1), executor (a
+    :class:`concurrent.futures.Executor` over which batches are mapped, e.g. a process pool or a
+    Dask cluster's ``client.get_executor()``), progress (a progress bar over batches).
     """
 
     name = "ortools"
@@ -165,24 +169,38 @@ class OrToolsSolver(Solver):
         else:
             batches = [None]  # GLOP solves an LP of any size in one go
         anchors = anchor_values(problem)
-        try:
-            for subset in batches:
-                stats["batches"] += 1
-                arr = model_arrays(problem, subset=subset)
-                left = None if deadline is None else deadline - time.perf_counter()
-                if left is not None and left <= 0:
-                    return _finish(problem, values, "time limit", self.name, t0, stats)
-                if problem.integer:
-                    status, x = _cpsat(problem, arr, left, workers, anchors)
-                else:
-                    status, x = _glop(arr, left)
-                if status != "optimal":
-                    return _finish(problem, values, status, self.name, t0, stats)
-                values[arr.nodes] = x
-        except ModelInfeasible as exc:
-            stats["message"] = str(exc)
-            return _finish(problem, values, "infeasible", self.name, t0, stats)
-        return _finish(problem, values, "optimal", self.name, t0, stats)
+        chunk = partial(_solve_chunk, deadline=deadline, workers=workers, anchors=anchors)
+        status, parts, message = run_batches(chunk, problem, batches, executor=options.get("executor"),
+                                             progress=bool(options.get("progress")),
+                                             desc=f"ortools ({stats['backend']})")
+        stats["batches"] = len(batches)
+        for nodes, x in parts:
+            values[nodes] = x
+        if message:
+            stats["message"] = message
+        return _finish(problem, values, status, self.name, t0, stats)
+
+
+def _solve_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, deadline: float | None,
+                 workers: int, anchors: np.ndarray) -> tuple[str, list[tuple[np.ndarray, np.ndarray]], str]:
+    """Solve batches in order (CP-SAT for integer problems, GLOP for LPs)."""
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    try:
+        for subset in subsets:
+            arr = model_arrays(problem, subset=subset)
+            left = None if deadline is None else deadline - time.perf_counter()
+            if left is not None and left <= 0:
+                return "time limit", parts, ""
+            if problem.integer:
+                status, x = _cpsat(problem, arr, left, workers, anchors)
+            else:
+                status, x = _glop(arr, left)
+            if status != "optimal":
+                return status, parts, ""
+            parts.append((arr.nodes, x))
+    except ModelInfeasible as exc:
+        return "infeasible", parts, str(exc)
+    return "optimal", parts, ""
 
 
 def _finish(problem: Problem, values: np.ndarray, status: str, name: str, t0: float,
