@@ -2,11 +2,16 @@
 
 Layers: :mod:`hierdp.hierarchy` (the counts), :mod:`hierdp.privacy` (noise and accounting),
 :mod:`hierdp.models` (the declarative post-processing Problem), :mod:`hierdp.solvers` (plug-ins
-chosen by name), :mod:`hierdp.mechanisms` (the papers' algorithms).
+chosen by name), :mod:`hierdp.mechanisms` (the papers' algorithms), :mod:`hierdp.metrics`.
+
+Solver back ends (highspy, ortools, pyomo) are imported only when a plug-in that needs them runs.
 """
 
+from hierdp.hierarchy import Hierarchy, HierarchyError, ODTree
 from hierdp.models import Problem, ProblemError
+from hierdp.privacy import Accountant, Budget, make_rng
 from hierdp.solvers import available, solve
 
 __version__ = "0.1.0"
-__all__ = ["Problem", "ProblemError", "available", "solve", "__version__"]
+__all__ = ["Hierarchy", "HierarchyError", "ODTree", "Problem", "ProblemError", "Budget", "Accountant",
+           "make_rng", "available", "solve", "__version__"]

@@ -5,6 +5,11 @@ non-negative integer count on every node, compiled once to arrays in a canonical
 levels and sibling groups are contiguous index ranges. Build one with
 :meth:`Hierarchy.from_frame`, :meth:`Hierarchy.from_edges`, :meth:`Hierarchy.from_graph` or
 :meth:`Hierarchy.from_arrays`.
+
+Origin/destination data become an implicit :class:`~hierdp.hierarchy.od.ODTree` (children generated
+only for surviving nodes, true counts in sparse tables); both kinds serve TopDown mechanisms through
+the :mod:`~hierdp.hierarchy.topdown_tree` protocol. Paper 000's generators are in
+:mod:`~hierdp.hierarchy.synthetic`.
 """
 
 from hierdp.hierarchy.core import Hierarchy
@@ -21,9 +26,12 @@ from hierdp.hierarchy.errors import (
     UnknownLevelError,
     UnknownNodeError,
 )
+from hierdp.hierarchy.od import Geography, ODTree
 
 __all__ = [
     "Hierarchy",
+    "ODTree",
+    "Geography",
     "HierarchyError",
     "CycleError",
     "MultipleParentsError",
