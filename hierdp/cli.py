@@ -7,6 +7,8 @@ import sys
 import time
 from typing import Sequence
 
+from hierdp.cli_release import add_release_parser
+
 
 def _cmd_solvers(args: argparse.Namespace) -> int:
     from hierdp.solvers import available
@@ -82,12 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_demo)
-    try:
-        from hierdp.cli_release import add_release_parser
-    except ImportError:  # release command not available in this build
-        pass
-    else:
-        add_release_parser(sub)
+    add_release_parser(sub)
     return parser
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -122,7 +123,7 @@ def guarantee_text(spec: PrivacySpec, neighbours: str, extra: str = "") -> str:
 LevelSolver = Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, dict[str, Any]]]
 
 
-class TopDownMechanism:
+class TopDownMechanism(ABC):
     """Shared TopDown engine; subclasses define :meth:`_solve_level` and a name."""
 
     name = "TopDown"
@@ -141,8 +142,9 @@ class TopDownMechanism:
     # -- subclass hooks
     solver_name: str | None = None
 
+    @abstractmethod
     def _solve_level(self, noisy: np.ndarray, offsets: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-        raise NotImplementedError
+        """Post-process one level: non-negative integers per group summing to ``totals``, plus stats."""
 
     def params(self) -> dict[str, Any]:
         """The mechanism's parameters (for the release)."""
