@@ -100,3 +100,27 @@ def test_entry_point_discovery(monkeypatch):
     assert "bruteforce-l1" in registry.names()
     p = Problem.from_groups([0.2, 0.9], [0, 2], [1], objective="l1")
     assert hierdp.solve(p, solver="bruteforce-l1").values.tolist() == [1, 0, 1]
+
+
+class WrongButFeasible(BruteForceL1):
+    """Feasible but not optimal: puts the whole total on the first child."""
+
+    name = "wrong"
+
+    def _solve(self, problem, *, time_limit=None, **options):
+        parents, offsets, child_index, totals = problem.level_groups()
+        values = np.nan_to_num(problem.fixed).copy()
+        values[child_index] = 0
+        values[child_index[offsets[:-1]]] = totals
+        return Solution(values, problem.objective_value(values), "optimal", self.name, 0.0)
+
+
+def test_cross_check_records_agreement_and_refuses_disagreement(clean_registry):
+    registry.register(BruteForceL1)
+    registry.register(WrongButFeasible)
+    p = Problem.from_groups([2.6, -1.0, 0.4, 3.0, 3.0], [0, 3, 5], [3, 6], objective="l1")
+    sol = hierdp.solve(p, solver="bruteforce-l1", cross_check="highs")
+    assert sol.stats["cross_check"]["solver"] == "highs"
+    assert sol.stats["cross_check"]["difference"] <= 1e-9
+    with pytest.raises(SolverFailed, match="cross-check mismatch"):
+        hierdp.solve(p, solver="wrong", cross_check="bruteforce-l1")

@@ -119,13 +119,26 @@ def solve(
     *,
     time_limit: float | None = None,
     verify: bool = True,
+    cross_check: str | Solver | None = None,
+    cross_check_tolerance: float = 1e-6,
     **options: Any,
 ) -> Solution:
     """Solve ``problem`` with the named plug-in (``"auto"``: fastest exact one).
 
+    Args:
+        problem: the problem.
+        solver: a registered name, ``"auto"``, or a :class:`Solver` instance.
+        time_limit: seconds; a plug-in that hits it raises :class:`SolverFailed`.
+        verify: check every constraint of the returned values (cheap, vectorized).
+        cross_check: solve again with this second solver and require the same optimal objective
+            (within ``cross_check_tolerance``, relative); the comparison is recorded in
+            ``solution.stats["cross_check"]``. ``options`` go to the first solver only.
+        options: plug-in specific options (e.g. ``batch_size``, ``executor``, ``order``).
+
     Raises:
         UnsupportedProblem: the plug-in cannot solve this problem exactly.
-        SolverFailed: the plug-in did not prove optimality (time limit, infeasible, error).
+        SolverFailed: the plug-in did not prove optimality (time limit, infeasible, error), or the
+            cross-check solver found a different optimum.
     """
     if isinstance(solver, Solver):
         s = solver
@@ -149,4 +162,12 @@ def solve(
             raise SolverFailed(s.name, "infeasible-result", "; ".join(bad))
     if problem.integer:
         sol.values = np.rint(sol.values).astype(np.int64)
+    if cross_check is not None:
+        other = solve(problem, cross_check, time_limit=time_limit, verify=verify)
+        diff = abs(sol.objective - other.objective)
+        sol.stats["cross_check"] = {"solver": other.solver, "objective": other.objective,
+                                    "difference": diff, "wall_time": other.wall_time}
+        if diff > cross_check_tolerance * max(1.0, abs(other.objective)):
+            raise SolverFailed(s.name, "cross-check mismatch",
+                               f"objective {sol.objective!r} vs {other.solver!r}'s {other.objective!r}")
     return sol
