@@ -38,6 +38,8 @@ def add_release_parser(subparsers: Any) -> None:
     budget.add_argument("--rho", type=float, help="total rho-zCDP instead of --epsilon")
     budget.add_argument("--unbounded", action="store_true", help="unbounded neighbours (the total is noised)")
     budget.add_argument("--contributions", type=int, default=1, help="trips (rows) per user, m (default 1)")
+    budget.add_argument("--distinct-pairs", action="store_true",
+                        help="a user's m trips are distinct finest O/D pairs (smaller leaf-level sensitivity)")
     budget.add_argument("--conversion", choices=("analytic", "numeric"), default="analytic",
                         help="(eps, delta) -> rho conversion (paper 000 uses analytic, Lemma 3)")
     budget.add_argument("--secure", action="store_true", help="OS randomness and exact samplers (real releases)")
@@ -119,7 +121,8 @@ def build_mechanism(args: argparse.Namespace) -> Any:
     delta = args.delta if args.delta is not None else (1e-8 if args.epsilon is not None else None)
     budget: dict[str, Any] = ({"epsilon": args.epsilon, "delta": delta} if args.epsilon is not None
                               else {"rho": args.rho, "delta": delta})
-    common = dict(bounded=not args.unbounded, contributions=args.contributions, secure=args.secure)
+    common = dict(bounded=not args.unbounded, contributions=args.contributions, distinct=args.distinct_pairs,
+                  secure=args.secure)
     m = args.mechanism
     if m == "inftda":
         return InfTDA(**budget, **common, solver=args.solver or "intopt", conversion=args.conversion)

@@ -121,14 +121,23 @@ def test_budget_matches_algorithm_1() -> None:
     rel_u = InfTDA(rho=rho, delta=delta, bounded=False, contributions=2).release(tree, seed=0)
     items = rel_u.accounting["per_level"]
     assert items[0]["sigma2"] == pytest.approx(2 ** 2 / (2 * rho / (T + 1)))
-    assert items[1]["sigma2"] == pytest.approx(2 / (2 * rho / (T + 1)))  # GS2^2 = m (distinct)
+    share = 2 * rho / (T + 1)
+    assert all(i["sigma2"] == pytest.approx(2 ** 2 / share) for i in items[1:])  # GS2^2 = m^2
     assert sum(i["rho"] for i in items) == pytest.approx(rho)
+    # declared distinct pairs: GS2^2 = m at the finest level only (coarser cells merge pairs)
+    items_d = InfTDA(rho=rho, delta=delta, bounded=False, contributions=2, distinct=True).release(
+        tree, seed=0).accounting["per_level"]
+    assert all(i["sigma2"] == pytest.approx(4 / share) for i in items_d[1:-1])
+    assert items_d[-1]["sigma2"] == pytest.approx(2 / share)
 
 
 def test_sensitivities() -> None:
     assert level_sensitivity_sq(True, 1) == 2 and level_sensitivity_sq(False, 1) == 1
-    assert level_sensitivity_sq(True, 3) == 6 and level_sensitivity_sq(True, 3, distinct=False) == 18
-    assert level_sensitivity_sq(False, 3) == 3 and level_sensitivity_sq(False, 3, distinct=False) == 9
+    # distinct finest pairs: 2m / m at the finest level only; coarser levels merge pairs (2m², m²)
+    assert level_sensitivity_sq(True, 3, distinct=True) == 6 and level_sensitivity_sq(True, 3) == 18
+    assert level_sensitivity_sq(False, 3, distinct=True) == 3 and level_sensitivity_sq(False, 3) == 9
+    assert level_sensitivity_sq(True, 3, distinct=True, finest=False) == 18
+    assert level_sensitivity_sq(False, 3, distinct=True, finest=False) == 9
     with pytest.raises(PrivacyParameterError):
         level_sensitivity_sq(True, 0)
     with pytest.raises(PrivacyParameterError):
@@ -213,3 +222,11 @@ def test_release_frame_and_hierarchy_round_trip() -> None:
     assert int(h2.counts[0]) == int(h.counts[0])
     assert set(map(str, h2.names)) <= set(map(str, h.names))
     assert "InfTDA" in rel.accounting_text() and "level" in rel.accounting_text()
+
+
+def test_secure_mechanism_refuses_a_numpy_generator() -> None:
+    tree = _random_od(np.random.default_rng(1), 2, 2, 20, "destination")
+    with pytest.raises(PrivacyParameterError, match="secure=True"):
+        InfTDA(rho=1.0, secure=True).release(tree, rng=np.random.default_rng(0))
+    with pytest.raises(PrivacyParameterError, match="seed"):
+        InfTDA(rho=1.0, secure=True).release(tree, seed=3)

@@ -30,7 +30,7 @@ from hierdp.privacy import samplers
 from hierdp.privacy.accounting import check_delta, check_epsilon
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.errors import PrivacyParameterError
-from hierdp.privacy.rng import make_rng
+from hierdp.privacy.rng import resolve_rng
 from hierdp.release import Release, ReleaseLevel
 
 __all__ = ["VanillaGauss", "StabilityHistogram", "SH", "UniverseTooLarge", "sh_threshold"]
@@ -76,7 +76,7 @@ class VanillaGauss:
     name = "VanillaGauss"
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, rho: float | None = None,
-                 budget: Budget | None = None, bounded: bool = True, contributions: int = 1, distinct: bool = True,
+                 budget: Budget | None = None, bounded: bool = True, contributions: int = 1, distinct: bool = False,
                  max_universe: float = 5e7, secure: bool = False, conversion: str = "analytic") -> None:
         self.spec = PrivacySpec.resolve(epsilon, delta, rho, budget, conversion)
         self.bounded, self.contributions, self.distinct = bool(bounded), int(contributions), bool(distinct)
@@ -95,7 +95,7 @@ class VanillaGauss:
             raise UniverseTooLarge(
                 f"VanillaGauss needs noise on all {universe:,} potential leaves, more than max_universe="
                 f"{self.max_universe:,.0f}; use InfTDA or SH (or raise max_universe if memory allows)")
-        rng = rng if rng is not None else make_rng(seed, secure=self.secure)
+        rng = resolve_rng(rng, seed, secure=self.secure)
         acct = Accountant(self.spec.budget)
         b = acct.spend(self.spec.budget, f"level {T} ({tree.level_names[T]}) all leaves")
         sigma2 = self.sens_sq / (2.0 * float(b.rho))
@@ -151,7 +151,7 @@ class VanillaGauss:
 
 
 def sh_threshold(epsilon: float, delta: float, *, bounded: bool = True, contributions: int = 1,
-                 distinct: bool = True) -> tuple[float, float]:
+                 distinct: bool = False) -> tuple[float, float]:
     """``(scale, threshold)`` of the stability histogram (see module docstring).
 
     For bounded neighbours and one trip per user: scale 2/ε and threshold 1 + 2 log(2/δ)/ε
@@ -180,7 +180,7 @@ class StabilityHistogram:
     name = "SH"
 
     def __init__(self, epsilon: float, delta: float, *, bounded: bool = True, contributions: int = 1,
-                 distinct: bool = True, discrete: bool = True, secure: bool = False) -> None:
+                 distinct: bool = False, discrete: bool = True, secure: bool = False) -> None:
         self.epsilon, self.delta = check_epsilon(epsilon), check_delta(delta)
         self.bounded, self.contributions, self.distinct = bool(bounded), int(contributions), bool(distinct)
         self.scale, self.threshold = sh_threshold(epsilon, delta, bounded=bounded, contributions=contributions,
@@ -194,7 +194,7 @@ class StabilityHistogram:
         T = tree.n_levels - 1
         if T < 1:
             raise ValueError("the tree has no level below the root: nothing to release")
-        rng = rng if rng is not None else make_rng(seed, secure=self.secure)
+        rng = resolve_rng(rng, seed, secure=self.secure)
         t0 = time.perf_counter()
         acct = Accountant(Budget.approx(self.epsilon, self.delta))
         acct.spend(Budget.approx(self.epsilon, self.delta), f"level {T} ({tree.level_names[T]}) positive leaves")

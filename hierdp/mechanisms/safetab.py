@@ -201,7 +201,7 @@ def _resolve_memberships(level: PopulationGroupLevel, df: pd.DataFrame) -> tuple
 
 
 def _prepare_level(level: PopulationGroupLevel, df: pd.DataFrame, sex_codes: np.ndarray,
-                   n_sex: int, age_codes: dict[str, np.ndarray],
+                   n_sex: int, age_codes: dict[str, np.ndarray] | None,
                    n_age: dict[str, int]) -> _LevelWork:
     if not isinstance(level, PopulationGroupLevel):
         raise SafeTabError(f"levels must be PopulationGroupLevel objects, got {type(level).__name__}")
@@ -248,6 +248,13 @@ def _prepare_level(level: PopulationGroupLevel, df: pd.DataFrame, sex_codes: np.
         total_only[t_idx] = True
     totals = np.bincount(gi, minlength=n_groups).astype(np.int64)
     tables = {}
+    if age_codes is None:  # no age column: only TotalOnly groups are allowed (checked by caller)
+        if not total_only.all():
+            raise SafeTabError(f"level {level.name!r}: group "
+                               f"{index[int(np.argmin(total_only))]!r} is not TotalOnly, and "
+                               "adaptive Sex x Age tabulation needs an age column (age=None)")
+        return _LevelWork(level.name, budget, int(level.stability), observed,
+                          np.asarray(index, dtype=object), total_only, totals, tables)
     for k in ("age4", "age9", "age23"):
         cells = n_sex * n_age[k]
         flat = gi * cells + sex_codes[pos] * n_age[k] + age_codes[k][pos]
@@ -273,7 +280,7 @@ def _moe(noise: str, param: float, level: float, method: str) -> int:
 def safetab(df: pd.DataFrame, levels: Sequence[PopulationGroupLevel], *,
             noise: Literal["geometric", "discrete_gaussian"] = "geometric",
             gamma: float = 0.1, thresholds: Sequence[float] = (10, 100, 1000),
-            sex: str = "sex", age: str = "age", sex_values: Sequence[Any] | None = None,
+            sex: str = "sex", age: str | None = "age", sex_values: Sequence[Any] | None = None,
             age_bins: Mapping[str, Sequence[int]] | None = None,
             rng: np.random.Generator | SecureRandom | None = None, seed: int | None = None,
             delta: float = 1e-10, moe_level: float = 0.95,
@@ -285,6 +292,9 @@ def safetab(df: pd.DataFrame, levels: Sequence[PopulationGroupLevel], *,
     Args:
         df: one row per person, with columns ``sex`` and ``age`` (plus whatever the group maps
             read). Its index labels identify records in the group maps; it must be unique.
+        sex, age: the column names. ``age=None``: the frame has no age; then every group of
+            every level must be TotalOnly (no Sex x Age tabulation is possible), else
+            :class:`SafeTabError` before any noise.
         levels: the population-group levels, each with budget, declared stability, map.
         noise: ``"geometric"`` (pure DP; budgets are epsilons) or ``"discrete_gaussian"`` (zCDP;
             budgets are rhos).
@@ -319,7 +329,7 @@ def safetab(df: pd.DataFrame, levels: Sequence[PopulationGroupLevel], *,
         raise SafeTabError(f"noise must be one of {NOISES}, got {noise!r}")
     g = _number("gamma", gamma, low=0.0, high=1.0)
     theta = _check_thresholds(thresholds)
-    missing = [c for c in (sex, age) if c not in df.columns]
+    missing = [c for c in (sex, age) if c is not None and c not in df.columns]
     if missing:
         raise SafeTabError(f"unknown column(s) {missing}; the frame has {list(df.columns)}")
     if not df.index.is_unique:
@@ -335,11 +345,13 @@ def safetab(df: pd.DataFrame, levels: Sequence[PopulationGroupLevel], *,
     if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or reps < 1:
         raise SafeTabError(f"repetitions must be a positive integer, got {repetitions!r}")
     bins = _check_age_bins(age_bins)
-    ages = pd.to_numeric(df[age], errors="coerce").to_numpy(dtype=np.float64)
-    if np.any(~np.isfinite(ages)) or np.any(ages < 0):
-        raise SafeTabError(f"column {age!r} must hold finite ages >= 0")
-    age_codes = {k: (np.searchsorted(e, ages, side="right") - 1).astype(np.int64)
-                 for k, e in bins.items()}
+    age_codes: dict[str, np.ndarray] | None = None
+    if age is not None:
+        ages = pd.to_numeric(df[age], errors="coerce").to_numpy(dtype=np.float64)
+        if np.any(~np.isfinite(ages)) or np.any(ages < 0):
+            raise SafeTabError(f"column {age!r} must hold finite ages >= 0")
+        age_codes = {k: (np.searchsorted(e, ages, side="right") - 1).astype(np.int64)
+                     for k, e in bins.items()}
     n_age = {k: e.size for k, e in bins.items()}
     sex_col = df[sex]
     if sex_col.isna().any():

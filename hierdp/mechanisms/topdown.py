@@ -13,8 +13,10 @@ Budget (paper 000 §4.1, §5 "Privacy budget", App. B):
   paper uses: ε = ρ + 2√(ρ log 1/δ) inverted), or a :class:`~hierdp.privacy.budget.Budget`;
 * bounded DP (Alg. 1): the root n is public; ρ is split uniformly over the T levels below the
   root; unbounded (Alg. 3): over T + 1 parts, one for the noisy root (sensitivity m);
-* a level is a histogram whose L2 sensitivity is Δ₂ = √(2m) (bounded) or √m (unbounded) when
-  each user contributes m distinct trips, √2·m or m when they need not be distinct (§4.1);
+* a level is a histogram whose L2 sensitivity is Δ₂ = √2·m (bounded) or m (unbounded) for m
+  trips per user; only at the finest level, and only when the user's m trips are declared
+  distinct pairs (``distinct=True``), is it √(2m) or √m. (§4.1 states √(2m) for every level;
+  distinct finest pairs can share a coarser cell, so that undercounts the coarser levels.)
   σ² = Δ₂² / (2 ρ_level) (Thm 6). Bounded with m = 1 gives σ² = T/ρ, exactly Alg. 1 line 6.
 
 App. B noises the root with the same σ² as the levels and states the resulting guarantee
@@ -37,23 +39,27 @@ from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
 from hierdp.privacy import samplers
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.errors import PrivacyParameterError
-from hierdp.privacy.rng import make_rng
+from hierdp.privacy.rng import resolve_rng
 from hierdp.release import Release, ReleaseLevel
 
 __all__ = ["InfTDA", "TDA", "TopDownMechanism", "PrivacySpec", "level_sensitivity_sq"]
 
 
 # ---------------------------------------------------------------------------------- privacy plan
-def level_sensitivity_sq(bounded: bool, contributions: int, distinct: bool = True) -> float:
+def level_sensitivity_sq(bounded: bool, contributions: int, distinct: bool = False, *,
+                         finest: bool = True) -> float:
     """Squared L2 sensitivity of one level's histogram (paper 000 §2.1 and §4.1).
 
     Bounded (substitution) neighbours: 2m for m distinct trips per user, 2m² otherwise;
-    unbounded (add/remove): m, or m².
+    unbounded (add/remove): m, or m². Distinctness only helps at the *finest* level
+    (``finest=True``): two distinct finest pairs can fall in the same coarser cell, so above it
+    the worst case is a user's m trips all in one cell (2m², m²). Paper 000 (§4.1, after Thm 6)
+    states sqrt(2m) for every level, which undercounts the coarser levels when m > 1.
     """
     m = int(contributions)
     if m < 1:
         raise PrivacyParameterError(f"contributions must be a positive integer, got {contributions!r}")
-    base = m if distinct else m * m
+    base = m if (distinct and finest) else m * m
     return float(2 * base if bounded else base)
 
 
@@ -130,14 +136,18 @@ class TopDownMechanism(ABC):
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *,
                  rho: float | None = None, budget: Budget | None = None, bounded: bool = True,
-                 contributions: int = 1, distinct: bool = True, secure: bool = False,
+                 contributions: int = 1, distinct: bool = False, secure: bool = False,
                  conversion: str = "analytic") -> None:
         self.spec = PrivacySpec.resolve(epsilon, delta, rho, budget, conversion)
         self.bounded = bool(bounded)
         self.contributions = int(contributions)
         self.distinct = bool(distinct)
         self.secure = bool(secure)
-        self.sens_sq = level_sensitivity_sq(self.bounded, self.contributions, self.distinct)
+
+    def level_sens_sq(self, level: int, n_levels: int) -> float:
+        """Squared L2 sensitivity of ``level`` in a tree with ``n_levels`` levels (root = 0)."""
+        return level_sensitivity_sq(self.bounded, self.contributions, self.distinct,
+                                    finest=level == n_levels - 1)
 
     # -- subclass hooks
     solver_name: str | None = None
@@ -221,8 +231,7 @@ class TopDownMechanism(ABC):
         T = int(tree.n_levels) - 1
         if T < 1:
             raise ValueError("the tree has no level below the root: nothing to release")
-        if rng is None:
-            rng = make_rng(seed, secure=self.secure)
+        rng = resolve_rng(rng, seed, secure=self.secure)
         parts = self.spec.budget.split_uniform(T if self.bounded else T + 1)
         acct = Accountant(self.spec.budget)
         per_level: list[dict[str, Any]] = []
@@ -250,8 +259,10 @@ class TopDownMechanism(ABC):
         for L in range(T):
             t_start = time.perf_counter()
             b = acct.spend(share, f"level {L + 1} ({tree.level_names[L + 1]})")
-            sigma2 = self.sens_sq / (2.0 * float(b.rho))
+            sens_sq = self.level_sens_sq(L + 1, T + 1)
+            sigma2 = sens_sq / (2.0 * float(b.rho))
             per_level.append({"level": L + 1, "name": tree.level_names[L + 1], "rho": float(b.rho), "sigma2": sigma2,
+                              "l2_sensitivity": math.sqrt(sens_sq),
                               "spend": f"rho={float(b.rho):.6g} sigma2={sigma2:.6g}"})
             prev = levels[-1]
             level, st_ = self._run_level(tree, L, prev, sigma2, rng)
@@ -269,7 +280,8 @@ class TopDownMechanism(ABC):
             "rho": self.spec.rho, "delta": self.spec.delta, "epsilon_target": self.spec.epsilon_target,
             "epsilon": self.spec.implied_epsilon("analytic"), "epsilon_numeric": self.spec.implied_epsilon("numeric"),
             "conversion": self.spec.conversion, "bounded": self.bounded, "contributions": self.contributions,
-            "l2_sensitivity": math.sqrt(self.sens_sq), "split": f"uniform over {T if self.bounded else T + 1} parts",
+            "l2_sensitivity": max(math.sqrt(self.level_sens_sq(L, T + 1)) for L in range(1, T + 1)),
+            "split": f"uniform over {T if self.bounded else T + 1} parts",
             "per_level": per_level, "ledger": acct.summary(self.spec.delta),
             "guarantee": guarantee_text(self.spec, neighbours, extra),
         }
@@ -313,7 +325,7 @@ class InfTDA(TopDownMechanism):
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, rho: float | None = None,
                  budget: Budget | None = None, bounded: bool = True, solver: str = "intopt", contributions: int = 1,
-                 secure: bool = False, distinct: bool = True, conversion: str = "analytic",
+                 secure: bool = False, distinct: bool = False, conversion: str = "analytic",
                  order: str = "ascending", time_limit: float | None = None) -> None:
         super().__init__(epsilon, delta, rho=rho, budget=budget, bounded=bounded, contributions=contributions,
                          distinct=distinct, secure=secure, conversion=conversion)
@@ -351,7 +363,7 @@ class TDA(TopDownMechanism):
     def __init__(self, objective: str = "l2", epsilon: float | None = None, delta: float | None = None, *,
                  rounding: str = "paper", solver: str | None = None, rho: float | None = None,
                  budget: Budget | None = None, bounded: bool = True, contributions: int = 1, secure: bool = False,
-                 distinct: bool = True, conversion: str = "analytic", time_limit: float | None = None) -> None:
+                 distinct: bool = False, conversion: str = "analytic", time_limit: float | None = None) -> None:
         if objective not in ("l2", "linf"):
             raise ValueError(f"objective must be 'l2' or 'linf', got {objective!r}")
         if rounding not in ("paper", "exact"):

@@ -188,3 +188,24 @@ def make_rng(seed: int | np.random.Generator | None = None, *,
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise PrivacyParameterError(f"seed must be an int or None, got {seed!r}")
     return np.random.default_rng(seed)
+
+
+def resolve_rng(rng: np.random.Generator | SecureRandom | None, seed: int | None, *,
+                secure: bool) -> np.random.Generator | SecureRandom:
+    """The randomness a mechanism should use, refusing combinations that would weaken a release.
+
+    ``rng`` (an explicit source) wins over ``seed``; with ``secure=True`` it must be a
+    :class:`SecureRandom` and no seed may be given.
+
+    Raises:
+        PrivacyParameterError: ``secure=True`` with a numpy generator or a seed.
+    """
+    if rng is None:
+        return make_rng(seed, secure=secure)
+    if secure and not isinstance(rng, SecureRandom):
+        raise PrivacyParameterError(
+            f"rng: this mechanism was created with secure=True but got a {type(rng).__name__}; "
+            "pass make_rng(secure=True) or nothing")
+    if not isinstance(rng, (SecureRandom, np.random.Generator)):
+        raise PrivacyParameterError(f"rng must be a numpy Generator or SecureRandom, got {type(rng).__name__}")
+    return rng
