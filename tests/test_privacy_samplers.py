@@ -204,3 +204,13 @@ def test_bad_rng_and_shapes() -> None:
         discrete_gaussian([1.0, 2.0, 3.0], (2,), make_rng(0))
     with pytest.raises(PrivacyParameterError, match="seed"):
         make_rng(1.5)  # type: ignore[arg-type]
+
+
+def test_secure_opendp_backend_does_not_saturate_at_32_bits() -> None:
+    # sigma = 2**40: a 32-bit sampler would return values clamped at +-2**31
+    x = discrete_gaussian(2.0 ** 80, 400, SecureRandom(backend="opendp"))
+    assert np.abs(x).max() > 2 ** 33
+    assert abs(np.std(x) / 2.0 ** 40 - 1) < 0.2
+    # beyond the backend's range the exact Python sampler takes over (no clamping either)
+    y = discrete_laplace(2.0 ** 60, 50, SecureRandom(backend="opendp"))
+    assert np.abs(y).max() > 2 ** 55

@@ -6,7 +6,10 @@ pure noise. They are ~2× faster than hierdp's own exact Python sampler and are 
 ``make_rng(secure=True)`` uses when ``opendp`` is installed (the ``secure`` extra).
 
 OpenDP takes the Gaussian's σ, not σ²: we pass the smallest float σ with σ·σ ≥ σ², so the noise
-is never smaller than the accounting assumes.
+is never smaller than the accounting assumes. Samples are 64-bit integers (OpenDP's ``int`` is
+32-bit and saturates at ±2³¹, which would put a point mass on the clamp); scales above
+:data:`MAX_SCALE` (where even 64-bit saturation stops being negligible) are refused here and drawn
+by the exact Python sampler instead.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ import math
 from functools import lru_cache
 
 import numpy as np
+
+
+#: largest noise scale (σ or Laplace scale) sent to OpenDP: P(|noise| >= 2**63) is nil below it
+MAX_SCALE = 2.0 ** 50
 
 
 @lru_cache(maxsize=1)
@@ -32,10 +39,10 @@ def _measurement(kind: str, scale: float):
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
-    domain = dp.vector_domain(dp.atom_domain(T=int))
+    domain = dp.vector_domain(dp.atom_domain(T="i64"))
     if kind == "gaussian":
-        return dp.m.make_gaussian(domain, dp.l2_distance(T=int), scale=scale)
-    return dp.m.make_laplace(domain, dp.l1_distance(T=int), scale=scale)
+        return dp.m.make_gaussian(domain, dp.l2_distance(T="i64"), scale=scale)
+    return dp.m.make_laplace(domain, dp.l1_distance(T="i64"), scale=scale)
 
 
 def _sigma_at_least(sigma2: float) -> float:
@@ -49,9 +56,13 @@ def _bulk(kind: str, params: np.ndarray) -> np.ndarray:
     flat = params.ravel()
     out = np.empty(flat.size, dtype=np.int64)
     uniq, inverse = np.unique(flat, return_inverse=True)
-    for j, value in enumerate(uniq):
-        where = np.flatnonzero(inverse == j)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(uniq.size + 1))
+    for j, value in enumerate(uniq):  # one OpenDP call per distinct scale
+        where = order[bounds[j]:bounds[j + 1]]
         scale = _sigma_at_least(float(value)) if kind == "gaussian" else float(value)
+        if scale > MAX_SCALE:
+            raise ValueError(f"noise scale {scale:g} above the OpenDP backend's limit {MAX_SCALE:g}")
         out[where] = np.asarray(_measurement(kind, scale)([0] * where.size), dtype=np.int64)
     return out.reshape(params.shape)
 

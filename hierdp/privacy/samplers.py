@@ -20,7 +20,7 @@ from typing import Callable, Sequence, Union
 import numpy as np
 
 from hierdp.privacy.errors import PrivacyParameterError
-from hierdp.privacy.opendp_backend import opendp_discrete_gaussian, opendp_discrete_laplace
+from hierdp.privacy.opendp_backend import MAX_SCALE, opendp_discrete_gaussian, opendp_discrete_laplace
 from hierdp.privacy.rng import RandomSource, SecureRandom
 
 __all__ = ["discrete_laplace", "discrete_gaussian", "geometric", "laplace"]
@@ -129,7 +129,7 @@ def discrete_laplace(scale: float | np.ndarray, size: Size, rng: RandomSource) -
     secure = _check_rng(rng)
     scale_arr = _positive_param("scale", scale, size)
     if secure:
-        if rng.backend == "opendp":
+        if rng.backend == "opendp" and (scale_arr.size == 0 or scale_arr.max() <= MAX_SCALE):
             return opendp_discrete_laplace(scale_arr)
         return _secure_fill(scale_arr, rng.discrete_laplace, np.int64)
     if scale_arr.size and np.all(scale_arr == scale_arr.flat[0]):
@@ -174,7 +174,7 @@ def discrete_gaussian(sigma2: float | np.ndarray, size: Size, rng: RandomSource)
     secure = _check_rng(rng)
     sigma2_arr = _positive_param("sigma2", sigma2, size)
     if secure:
-        if rng.backend == "opendp":
+        if rng.backend == "opendp" and (sigma2_arr.size == 0 or sigma2_arr.max() <= MAX_SCALE ** 2):
             return opendp_discrete_gaussian(sigma2_arr)
         return _secure_fill(sigma2_arr, rng.discrete_gaussian, np.int64)
     return _np_discrete_gaussian(sigma2_arr, rng)
