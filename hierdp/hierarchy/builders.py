@@ -16,6 +16,7 @@ from hierdp.hierarchy._tree import check_unique_names, object_array
 from hierdp.hierarchy.core import Hierarchy
 from hierdp.hierarchy.counts import coerce_counts
 from hierdp.hierarchy.errors import (
+    CountError,
     CycleError,
     EmptyInputError,
     HierarchyError,
@@ -98,6 +99,12 @@ def from_frame(df: pd.DataFrame, levels: Sequence[str], count: str | None = None
     coded = [_codes(df[col]) for col in levels]
     order = np.lexsort([c for c, _ in coded][::-1])  # first level is the primary key
     w = weights[order]
+    # the root holds the largest sum: check it exactly, without int64 wrap-around
+    safe = m == 0 or int(w.max()) <= np.iinfo(np.int64).max // max(m, 1)
+    total = 0 if safe else int(np.sum(w.astype(object)))
+    if total > np.iinfo(np.int64).max:
+        raise CountError(f"column {count!r}: the counts sum to {total}, beyond int64; every node count "
+                         "(the root holds the total) must fit in a 64-bit integer")
     new_group = np.zeros(m, bool)
     new_group[0] = True
     names_parts = [np.array([root_name], dtype=object)]

@@ -205,9 +205,11 @@ class StabilityHistogram:
                              "sit at the last level (true of O/D trees; not of this uneven hierarchy)")
         if self.discrete:
             noisy = counts + samplers.discrete_laplace(self.scale, keys.size, rng)
+            keep = noisy >= self.threshold
         else:
-            noisy = np.rint(counts + samplers.laplace(self.scale, keys.size, rng)).astype(np.int64)
-        keep = noisy >= self.threshold
+            real = counts + samplers.laplace(self.scale, keys.size, rng)
+            keep = real >= self.threshold  # threshold the real value (Thm 8), then round
+            noisy = np.rint(real).astype(np.int64)
         levels = _aggregate_up(tree, keys[keep], noisy[keep])
         elapsed = time.perf_counter() - t0
         neighbours = "bounded neighbours" if self.bounded else "unbounded neighbours"

@@ -389,10 +389,17 @@ class Problem:
         if bad.any():
             out.append(f"{int(bad.sum())} value(s) above their upper bound, e.g. {self._label(np.flatnonzero(bad)[0])}")
         has_parent = self.parent >= 0
-        sums = np.bincount(self.parent[has_parent], weights=values[has_parent], minlength=self.n)
         nch = self.n_children
-        scale = np.maximum(1.0, np.abs(values))
-        bad = (nch > 0) & (np.abs(sums - values) > tol * scale)
+        if self.integer and not out and np.abs(values).max() < 2.0 ** 62:
+            # integer problems: compare sums exactly in int64 (a relative tolerance would let a
+            # parent of 10^7 differ from its children by 10)
+            iv = np.rint(values).astype(np.int64)
+            sums_i = np.zeros(self.n, np.int64)
+            np.add.at(sums_i, self.parent[has_parent], iv[has_parent])
+            bad = (nch > 0) & (sums_i != iv)
+        else:
+            sums = np.bincount(self.parent[has_parent], weights=values[has_parent], minlength=self.n)
+            bad = (nch > 0) & (np.abs(sums - values) > tol * np.maximum(1.0, np.abs(values)))
         if bad.any():
             out.append(f"{int(bad.sum())} node(s) differ from the sum of their children, e.g. {self._label(np.flatnonzero(bad)[0])}")
         for k, c in enumerate(self.linear):

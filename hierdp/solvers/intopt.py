@@ -60,7 +60,19 @@ from hierdp.solvers.base import Capabilities, Solution, Solver
 Order = Literal["ascending", "descending"]
 ORDERS = ("ascending", "descending")
 
-_REL_TOL = 1e-12  # relative tolerance for "is this float an integer" decisions
+#: "is this float an integer" decisions on real-valued groups allow this many ulps of the group's
+#: magnitude (a fixed *relative* tolerance would reach whole units at counts of 10^12)
+_ULPS = 8
+#: largest magnitude of values and totals: beyond 2^52 float64 no longer resolves integers
+MAX_MAGNITUDE = 2.0 ** 52
+#: largest magnitude when real-valued arithmetic (fractional noise, projections) is involved:
+#: sums of a group's values must still resolve units with room for rounding
+MAX_REAL_MAGNITUDE = 2.0 ** 44
+
+
+def _tolerance(scale: np.ndarray) -> np.ndarray:
+    """Absolute tolerance per group: a few ulps of the group's magnitude."""
+    return _ULPS * np.spacing(np.maximum(1.0, scale))
 
 
 # ---------------------------------------------------------------------------------- validation
@@ -70,11 +82,14 @@ def check_groups(
     totals: np.ndarray | list[float],
     *,
     integer_totals: bool = True,
+    real_arithmetic: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validate a batch of groups; returns ``(values float64, offsets int64, totals)``.
 
     ``totals`` is int64 when ``integer_totals`` (the totals must be non-negative integers), else
-    float64 (non-negative, finite). Empty groups must have total 0.
+    float64 (non-negative, finite). Empty groups must have total 0. Magnitudes must be below
+    :data:`MAX_MAGNITUDE`, or :data:`MAX_REAL_MAGNITUDE` when ``real_arithmetic`` (default: when
+    some value is not an integer).
 
     Raises:
         ValueError: naming the offending argument, group or entry.
@@ -84,6 +99,13 @@ def check_groups(
         raise ValueError(f"values must be one-dimensional, got shape {vals.shape}")
     if not np.all(np.isfinite(vals)):
         raise ValueError(f"values must be finite; entry {int(np.flatnonzero(~np.isfinite(vals))[0])} is not")
+    if real_arithmetic is None:
+        real_arithmetic = bool(np.any(vals != np.rint(vals)))
+    limit, limit_text = (MAX_REAL_MAGNITUDE, "2^44") if real_arithmetic else (MAX_MAGNITUDE, "2^52")
+    if vals.size and np.abs(vals).max() >= limit:
+        raise ValueError(f"values must be below {limit_text} in magnitude (beyond it float64 cannot resolve "
+                         f"single units here); entry {int(np.argmax(np.abs(vals)))} is "
+                         f"{vals[np.argmax(np.abs(vals))]:g}")
     offs = np.asarray(offsets)
     if offs.ndim != 1 or offs.size < 1:
         raise ValueError("offsets must be a one-dimensional array with len(totals)+1 entries")
@@ -104,6 +126,9 @@ def check_groups(
     if np.any(tot < 0):
         g = int(np.flatnonzero(tot < 0)[0])
         raise ValueError(f"totals must be non-negative; group {g} has total {tot[g]}")
+    if tot.size and tot.max() >= limit:
+        g = int(np.argmax(tot))
+        raise ValueError(f"totals must be below {limit_text}; group {g} has total {tot[g]:g}")
     if integer_totals:
         if np.any(tot != np.round(tot)):
             g = int(np.flatnonzero(tot != np.round(tot))[0])
@@ -114,6 +139,23 @@ def check_groups(
         g = int(np.flatnonzero(bad)[0])
         raise ValueError(f"group {g} has no entries but total {tot[g]} (an empty group must have total 0)")
     return vals, offs, tot
+
+
+def check_sums(out: np.ndarray, offsets: np.ndarray, totals: np.ndarray) -> None:
+    """Refuse to return groups that do not sum to their totals or have negative entries.
+
+    A cheap guard (one ``reduceat``) so that no inconsistent level is ever labelled optimal.
+    """
+    sizes = np.diff(offsets)
+    ne = sizes > 0
+    if not ne.any():
+        return
+    sums = np.add.reduceat(out, offsets[:-1][ne])
+    bad = (sums != totals[ne]) | (np.minimum.reduceat(out, offsets[:-1][ne]) < 0)
+    if bad.any():
+        g = int(np.flatnonzero(ne)[np.flatnonzero(bad)[0]])
+        raise RuntimeError(f"internal error: group {g} does not sum to its total {totals[g]} "
+                           f"(got {int(sums[np.flatnonzero(bad)[0]])}); please report this input")
 
 
 def _check_order(order: str) -> None:
@@ -246,13 +288,13 @@ def intopt_batch(
     gid = np.repeat(np.arange(n_groups), sizes)
     x = x_all
     scale = np.maximum(np.maximum.reduceat(np.abs(x), starts), c.astype(np.float64))
-    tol = _REL_TOL * np.maximum(1.0, scale)
-    g_tol = tol[gid]
-
     # a* only bounds the extension to real x: on an all-integer group Algorithm 4 never reaches
     # past the optimum, so its clip and cap are no-ops (a* = inf skips two segment sorts)
     alpha = np.full(n_groups, np.inf)
     frac_group = np.logical_or.reduceat(x != np.rint(x), starts)
+    # integer groups are computed exactly (no tolerance); real ones allow a few ulps
+    tol = np.where(frac_group, _tolerance(scale), 0.0)
+    g_tol = tol[gid]
     if frac_group.any():
         sub_sizes = sizes[frac_group]
         sub_x = x[frac_group[gid]]
@@ -310,6 +352,7 @@ def intopt_batch(
     y = level.copy()
     y[perm] -= lowered
     out[:] = y
+    check_sums(out, offs, tot)
     return out
 
 
@@ -332,8 +375,11 @@ def intopt(x: np.ndarray | list[float], total: int, *, order: Order = "ascending
 
 
 def linf_optimum(values: np.ndarray, offsets: np.ndarray, totals: np.ndarray) -> np.ndarray:
-    """The optimal integer L-infinity distance of every group (0 for empty groups)."""
-    x, offs, tot = check_groups(values, offsets, totals)
+    """The optimal integer L-infinity distance of every group (0 for empty groups).
+
+    A floating-point closed form, so magnitudes are limited to 2^44 (see :func:`check_groups`).
+    """
+    x, offs, tot = check_groups(values, offsets, totals, real_arithmetic=True)
     sizes_all = np.diff(offs)
     res = np.zeros(tot.size)
     ne = sizes_all > 0
@@ -341,7 +387,7 @@ def linf_optimum(values: np.ndarray, offsets: np.ndarray, totals: np.ndarray) ->
         starts, sizes, c = offs[:-1][ne], sizes_all[ne], tot[ne]
         gid = np.repeat(np.arange(starts.size), sizes)
         scale = np.maximum(np.maximum.reduceat(np.abs(x), starts), c.astype(np.float64))
-        res[ne] = _optimal_alpha(x, c, gid, starts, sizes, _REL_TOL * np.maximum(1.0, scale))
+        res[ne] = _optimal_alpha(x, c, gid, starts, sizes, _tolerance(scale))
     return res
 
 

@@ -23,9 +23,8 @@ import numpy as np
 
 from hierdp.models.problem import Problem
 from hierdp.solvers.base import Capabilities, Solution, Solver
-from hierdp.solvers.intopt import check_groups, segment_cumsum, segment_sort
+from hierdp.solvers.intopt import _tolerance, check_groups, check_sums, segment_cumsum, segment_sort
 
-_REL_TOL = 1e-12  # relative tolerance when flooring continuous solutions that are integers up to rounding
 
 
 def _simplex_threshold(x: np.ndarray, c: np.ndarray, gid: np.ndarray, starts: np.ndarray,
@@ -50,7 +49,7 @@ def project_batch(
     Raises:
         ValueError: malformed input (see :func:`hierdp.solvers.intopt.check_groups`).
     """
-    x, offs, tot = check_groups(values, offsets, totals, integer_totals=False)
+    x, offs, tot = check_groups(values, offsets, totals, integer_totals=False, real_arithmetic=True)
     out = np.zeros(x.size)
     sizes_all = np.diff(offs)
     ne = sizes_all > 0
@@ -79,7 +78,7 @@ def integer_l2_batch(
     Raises:
         ValueError: malformed input; totals must be non-negative integers.
     """
-    x, offs, tot = check_groups(values, offsets, totals, integer_totals=True)
+    x, offs, tot = check_groups(values, offsets, totals, integer_totals=True, real_arithmetic=True)
     out = np.zeros(x.size, dtype=np.int64)
     sizes_all = np.diff(offs)
     ne = sizes_all > 0
@@ -90,17 +89,23 @@ def integer_l2_batch(
     tau = _simplex_threshold(x, c.astype(np.float64), gid, starts, sizes)
     cont = np.maximum(x - tau[gid], 0.0)
     scale = np.maximum(np.maximum.reduceat(np.abs(x), starts), c.astype(np.float64))
-    tol = _REL_TOL * np.maximum(1.0, scale)
+    tol = _tolerance(scale)  # a few ulps: continuous solutions that are integers up to rounding
     base = np.floor(cont + tol[gid]).astype(np.int64)
-    # units still to place: 0 <= k < (number of positive coordinates) up to rounding
+    # units still to place: 0 <= k < (number of positive coordinates); rounding of the
+    # continuous solution can leave k one unit per coordinate outside that range, either way
     k = c - np.add.reduceat(base, starts)
-    # marginal cost of one more unit: (base+1-x)^2 - (base-x)^2 = 2 (base - x) + 1
-    marginal = 2.0 * (base - x) + 1.0
-    perm = segment_sort(marginal, gid)  # cheapest first; ties: earlier position first
     rank = np.arange(x.size) - np.repeat(starts, sizes)
-    take = rank < np.repeat(k, sizes)
-    base[perm[take]] += 1
+    k_e = np.repeat(k, sizes)
+    # marginal cost of one more unit: (base+1-x)^2 - (base-x)^2 = 2 (base - x) + 1
+    up = 2.0 * (base - x) + 1.0
+    perm = segment_sort(up, gid)  # cheapest first; ties: earlier position first
+    base[perm[(rank < k_e) & (k_e > 0)]] += 1
+    if np.any(k < 0):  # remove units where removing one costs least: 1 - 2 (base - x), base > 0
+        down = np.where(base > 0, 1.0 - 2.0 * (base - x), np.inf)
+        perm = segment_sort(down, gid)
+        base[perm[(rank < -k_e) & (k_e < 0)]] -= 1
     out[:] = base
+    check_sums(out, offs, tot)
     return out
 
 
