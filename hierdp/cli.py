@@ -8,6 +8,7 @@ import time
 from typing import Sequence
 
 from hierdp.cli_release import add_release_parser
+from hierdp.solvers.base import SolverError
 
 
 def _cmd_solvers(args: argparse.Namespace) -> int:
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, KeyError, FileNotFoundError) as exc:
+    except (ValueError, KeyError, FileNotFoundError, SolverError) as exc:
         print(f"hierdp: error: {exc}", file=sys.stderr)
         return 2
 

@@ -14,6 +14,7 @@ The output (CSV, or Parquet for ``.parquet``/``.pq``) has one row per released n
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -71,13 +72,15 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def write_table(df: pd.DataFrame, path: str | Path) -> None:
-    """Write CSV or Parquet, by extension."""
+def write_table(df: pd.DataFrame, path: str | Path, *, fmt_name: str | None = None) -> None:
+    """Write CSV (gzip for ``.gz``) or Parquet, chosen by the extension of ``fmt_name`` (default:
+    ``path``'s own name)."""
     path = Path(path)
-    if path.suffix.lower() in (".parquet", ".pq"):
+    name = (fmt_name or path.name).lower()
+    if name.endswith((".parquet", ".pq")):
         df.to_parquet(path, index=False)
     else:
-        df.to_csv(path, index=False)
+        df.to_csv(path, index=False, compression="gzip" if name.endswith(".gz") else None)
 
 
 def _split(s: str | None) -> list[str] | None:
@@ -144,9 +147,17 @@ def run_release(args: argparse.Namespace) -> int:
     from hierdp.hierarchy import HierarchyError
     from hierdp.privacy.errors import PrivacyError
 
+    from hierdp.solvers.base import SolverError
+
     out = Path(args.output)
     if out.suffix.lower() not in (".csv", ".gz", ".parquet", ".pq"):
         print(f"hierdp release: output must end in .csv, .csv.gz, .parquet or .pq, got {out.name!r}", file=sys.stderr)
+        return 2
+    # check where the release goes before any budget is spent: a release that cannot be written
+    # would have to be redrawn, spending the budget twice
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        print(f"hierdp release: cannot write to {folder}/ (missing or not writable)", file=sys.stderr)
         return 2
     try:
         mech = build_mechanism(args)
@@ -155,11 +166,14 @@ def run_release(args: argparse.Namespace) -> int:
         tree = build_tree(args, df)
         t_build = time.perf_counter() - t0
         rel = mech.release(tree, seed=args.seed, progress=not args.quiet)
-    except (HierarchyError, PrivacyError, FileNotFoundError, ValueError) as exc:
+    except (HierarchyError, PrivacyError, FileNotFoundError, ValueError, KeyError, SolverError) as exc:
         print(f"hierdp release: {exc}", file=sys.stderr)
         return 2
     frame = rel.to_frame()
-    write_table(frame, out)
+    # write next to the target, then rename: never a half-written release under the final name
+    tmp = out.with_name(f".{out.name}.partial")
+    write_table(frame, tmp, fmt_name=out.name)
+    os.replace(tmp, out)
     print(f"input: {args.input} -> {tree!r} (built in {t_build:.2f} s)")
     print(rel.accounting_text())
     print("per level: released nodes, seconds")

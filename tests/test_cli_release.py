@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hierdp.cli import main
 from hierdp.cli_release import add_release_parser, run_release
 
 
@@ -71,3 +72,16 @@ def test_level_layout_and_bad_input(tmp_path, capsys) -> None:
     assert "nope" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         _parse([str(tmp_path / "lv.csv"), "-o", "x.csv", "--mechanism", "magic"])
+
+
+def test_unwritable_output_fails_before_any_release(tmp_path, capsys) -> None:
+    src = tmp_path / "counts.csv"
+    pd.DataFrame({"a": ["x", "x", "y"], "b": ["p", "q", "r"], "n": [3, 4, 5]}).to_csv(src, index=False)
+    code = main(["release", str(src), "--levels", "a,b", "--count", "n", "--epsilon", "1",
+                 "-o", str(tmp_path / "missing" / "out.csv")])
+    assert code == 2 and "cannot write" in capsys.readouterr().err
+    out = tmp_path / "out.csv.gz"
+    assert main(["release", str(src), "--levels", "a,b", "--count", "n", "--epsilon", "1", "--seed", "0",
+                 "--quiet", "-o", str(out)]) == 0
+    back = pd.read_csv(out)  # gzip inferred from the final name
+    assert back["value"].iloc[0] == 12 and not list(tmp_path.glob(".*partial"))

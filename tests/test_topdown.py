@@ -16,6 +16,7 @@ from hierdp.hierarchy.od import ODTree
 from hierdp.hierarchy.topdown_tree import HierarchyTree
 from hierdp.mechanisms.rounding import paper_round_batch
 from hierdp.mechanisms.topdown import TDA, InfTDA, level_sensitivity_sq
+from hierdp.solvers import UnsupportedProblem
 from hierdp.privacy.errors import PrivacyParameterError
 
 
@@ -230,3 +231,14 @@ def test_secure_mechanism_refuses_a_numpy_generator() -> None:
         InfTDA(rho=1.0, secure=True).release(tree, rng=np.random.default_rng(0))
     with pytest.raises(PrivacyParameterError, match="seed"):
         InfTDA(rho=1.0, secure=True).release(tree, seed=3)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: InfTDA(rho=1.0, solver="projection"),      # cannot do integer L-inf
+    lambda: InfTDA(rho=1.0, solver="nosuch"),
+    lambda: InfTDA(rho=1.0, order="sideways"),
+    lambda: TDA("l2", rho=1.0, solver="intopt"),        # cannot do L2
+])
+def test_bad_solver_choices_fail_before_any_noise(make) -> None:
+    with pytest.raises((KeyError, ValueError, UnsupportedProblem)):
+        make()

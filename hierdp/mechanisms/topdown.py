@@ -290,6 +290,23 @@ class TopDownMechanism(ABC):
 
 
 # ---------------------------------------------------------------------------------- solvers
+def check_level_solver(solver: str, objective: str, integer: bool) -> None:
+    """Fail at construction, before any noise is drawn, if ``solver`` cannot solve a TopDown level.
+
+    Raises:
+        KeyError: unknown solver name. UnsupportedProblem: it cannot solve such a level exactly.
+    """
+    from hierdp.models import Problem
+    from hierdp.solvers import UnsupportedProblem, get
+
+    plugin = get(solver)
+    probe = Problem.from_groups([0.6, 0.4], [0, 2], [1.0], objective=objective, integer=integer)
+    why = plugin.unsupported(probe)
+    if why:
+        raise UnsupportedProblem(f"solver {solver!r} cannot post-process a TopDown level "
+                                 f"({objective}, {'integer' if integer else 'continuous'}): " + "; ".join(why))
+
+
 def _general_solve(noisy: np.ndarray, offsets: np.ndarray, totals: np.ndarray, objective: str,
                    solver: str, time_limit: float | None) -> tuple[np.ndarray, dict[str, Any]]:
     """Pose the level as one :class:`~hierdp.models.Problem` and hand it to a registered solver."""
@@ -329,6 +346,10 @@ class InfTDA(TopDownMechanism):
                  order: str = "ascending", time_limit: float | None = None) -> None:
         super().__init__(epsilon, delta, rho=rho, budget=budget, bounded=bounded, contributions=contributions,
                          distinct=distinct, secure=secure, conversion=conversion)
+        if order not in ("ascending", "descending"):
+            raise ValueError(f"order must be 'ascending' or 'descending', got {order!r}")
+        if solver != "intopt":
+            check_level_solver(solver, "linf", integer=True)
         self.solver_name = solver
         self.order = order
         self.time_limit = time_limit
@@ -373,6 +394,8 @@ class TDA(TopDownMechanism):
         self.objective = objective
         self.rounding = rounding
         self.time_limit = time_limit
+        if solver is not None or objective == "linf":
+            check_level_solver(solver or "highs", objective, integer=objective == "linf" or rounding == "exact")
         if objective == "linf":
             self.solver_name = solver or "highs"
             self.name = "TDA_linf"
