@@ -61,39 +61,13 @@ def build_mechanism(name: str, epsilon: float, delta: float, *, linf_solver: str
     raise ValueError(f"unknown mechanism {name!r}; choose from {MECHANISMS}")
 
 
-def _per_level(values: Any) -> np.ndarray:
-    """Coerce a metric's per-level result (Series, dict, list or array) to a float array."""
-    if isinstance(values, pd.DataFrame):
-        values = values.iloc[:, -1]
-    if isinstance(values, pd.Series):
-        return values.sort_index().to_numpy(dtype=float)
-    if isinstance(values, dict):
-        return np.array([values[k] for k in sorted(values)], dtype=float)
-    return np.asarray(values, dtype=float)
-
-
 def level_metrics(release: Any, tree: Any) -> pd.DataFrame:
-    """Per-level max/mean absolute error, FDR and FNR (percent) and seconds of one release."""
+    """Per-level max/mean absolute error, FDR and FNR (percent, like the paper's files) and seconds."""
     from hierdp import metrics
 
-    cols = {
-        "max_abs_error": _per_level(metrics.max_abs_error_by_level(release, tree)),
-        "mean_abs_error": _per_level(metrics.mean_abs_error_by_level(release, tree)),
-        # hierdp's rates are already in percent, like the paper's files
-        "fdr_pct": _per_level(metrics.false_discovery_rate_by_level(release, tree)),
-        "fnr_pct": _per_level(metrics.false_negative_rate_by_level(release, tree)),
-    }
-    try:
-        seconds = _per_level(metrics.runtime_by_level(release))
-    except Exception:  # a mechanism without per-level timings (e.g. leaf-only baselines)
-        seconds = np.full(len(cols["max_abs_error"]), np.nan)
-    n = len(cols["max_abs_error"])
-    if len(seconds) == n - 1:  # timings may omit the (public) root level
-        seconds = np.concatenate([[0.0], seconds])
-    cols["seconds"] = seconds if len(seconds) == n else np.full(n, np.nan)
-    frame = pd.DataFrame(cols)
-    frame.insert(0, "level", np.arange(n))
-    return frame
+    rep = metrics.level_report(release, tree).reset_index()
+    rep = rep.rename(columns={"false_discovery_rate_pct": "fdr_pct", "false_negative_rate_pct": "fnr_pct"})
+    return rep[["level", "max_abs_error", "mean_abs_error", "fdr_pct", "fnr_pct", "seconds"]]
 
 
 @dataclass

@@ -65,7 +65,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         secs = time.perf_counter() - t1
         leaf = metrics.level_report(rel, tree).iloc[-1]
         rows.append({"mechanism": label, "seconds": secs, "max_abs_error": leaf.max_abs_error,
-                     "mean_abs_error": leaf.mean_abs_error, "false_discovery_rate_%": leaf.false_discovery_rate,
+                     "mean_abs_error": leaf.mean_abs_error, "false_discovery_rate_pct": leaf.false_discovery_rate_pct,
                      "consistent": not rel.check_consistency()})
     with pd.option_context("display.float_format", "{:,.3f}".format, "display.width", 140):
         print(pd.DataFrame(rows).set_index("mechanism").to_string())

@@ -57,10 +57,25 @@ def _per_level(release: Release, tree: Any, fn: Any, name: str) -> pd.Series:
     return pd.Series(vals, index=pd.RangeIndex(release.n_levels, name="level"), name=name, dtype=float)
 
 
+# one formula per metric, on a level's (keys, released, true) arrays; used by the *_by_level
+# functions and by level_report alike
+def _max_abs(k: np.ndarray, r: np.ndarray, t: np.ndarray) -> float:
+    return float(np.abs(r - t).max()) if k.size else 0.0
+
+
+def _fdr_pct(k: np.ndarray, r: np.ndarray, t: np.ndarray) -> float:
+    pos = r > 0
+    return float(100.0 * np.sum(pos & (t == 0)) / pos.sum()) if pos.any() else float("nan")
+
+
+def _fnr_pct(k: np.ndarray, r: np.ndarray, t: np.ndarray) -> float:
+    pos = t > 0
+    return float(100.0 * np.sum(pos & (r <= 0)) / pos.sum()) if pos.any() else float("nan")
+
+
 def max_abs_error_by_level(release: Release, tree: Any) -> pd.Series:
     """max over the nodes of each level of |released − true| (paper 000 eq. 2)."""
-    return _per_level(release, tree, lambda k, r, t, lev, tr: float(np.abs(r - t).max()) if k.size else 0.0,
-                      "max_abs_error")
+    return _per_level(release, tree, lambda k, r, t, lev, tr: _max_abs(k, r, t), "max_abs_error")
 
 
 def mean_abs_error_by_level(release: Release, tree: Any, *, over: str = "union") -> pd.Series:
@@ -84,20 +99,12 @@ def mean_abs_error_by_level(release: Release, tree: Any, *, over: str = "union")
 
 def false_discovery_rate_by_level(release: Release, tree: Any) -> pd.Series:
     """Percent of released positive nodes whose true count is 0 (NaN if none released)."""
-    def fn(k: np.ndarray, r: np.ndarray, t: np.ndarray, lev: int, tr: TopDownTree) -> float:
-        pos = r > 0
-        return float(100.0 * np.sum(pos & (t == 0)) / pos.sum()) if pos.any() else float("nan")
-
-    return _per_level(release, tree, fn, "false_discovery_rate")
+    return _per_level(release, tree, lambda k, r, t, lev, tr: _fdr_pct(k, r, t), "false_discovery_rate")
 
 
 def false_negative_rate_by_level(release: Release, tree: Any) -> pd.Series:
     """Percent of true non-zero nodes not released as positive (NaN if the level is empty)."""
-    def fn(k: np.ndarray, r: np.ndarray, t: np.ndarray, lev: int, tr: TopDownTree) -> float:
-        pos = t > 0
-        return float(100.0 * np.sum(pos & (r <= 0)) / pos.sum()) if pos.any() else float("nan")
-
-    return _per_level(release, tree, fn, "false_negative_rate")
+    return _per_level(release, tree, lambda k, r, t, lev, tr: _fnr_pct(k, r, t), "false_negative_rate")
 
 
 def runtime_by_level(release: Release) -> pd.Series:
@@ -107,21 +114,20 @@ def runtime_by_level(release: Release) -> pd.Series:
 
 
 def level_report(release: Release, tree: Any) -> pd.DataFrame:
-    """All metrics in one frame indexed by level, with level names and released node counts
-    (one key merge per level)."""
+    """All metrics in one frame indexed by level (one key merge per level): level name, released
+    nodes, true non-zero nodes, max / mean (over the union) absolute error, false discovery and
+    false negative rates in percent, seconds."""
     tree = as_topdown_tree(tree)
     rows = []
     for lev in range(release.n_levels):
         k, r, t = level_errors(release, tree, lev)
-        err = np.abs(r - t)
-        pos_r, pos_t = r > 0, t > 0
         rows.append({
             "level": lev, "level_name": release.level_names[lev], "released_nodes": len(release.levels[lev]),
-            "true_nonzero": int(pos_t.sum()),
-            "max_abs_error": float(err.max()) if k.size else 0.0,
-            "mean_abs_error": float(err.mean()) if k.size else 0.0,
-            "false_discovery_rate": float(100.0 * np.sum(pos_r & ~pos_t) / pos_r.sum()) if pos_r.any() else float("nan"),
-            "false_negative_rate": float(100.0 * np.sum(pos_t & ~pos_r) / pos_t.sum()) if pos_t.any() else float("nan"),
+            "true_nonzero": int(np.sum(t > 0)),
+            "max_abs_error": _max_abs(k, r, t),
+            "mean_abs_error": float(np.abs(r - t).mean()) if k.size else 0.0,
+            "false_discovery_rate_pct": _fdr_pct(k, r, t),
+            "false_negative_rate_pct": _fnr_pct(k, r, t),
             "seconds": float(release.timings[lev]) if lev < len(release.timings) else float("nan"),
         })
     return pd.DataFrame(rows).set_index("level")

@@ -52,6 +52,9 @@ def test_hand_computed_metrics(tree: ODTree) -> None:
     assert list(rt) == [0.5, 1.0, 2.0] and rt.index.name == "level"
     rep = metrics.level_report(rel, tree)
     assert list(rep["released_nodes"]) == [1, 2, 3] and list(rep["true_nonzero"]) == [1, 2, 2]
+    assert rep["false_discovery_rate_pct"].iloc[2] == pytest.approx(100 * 2 / 3)
+    assert rep["false_negative_rate_pct"].iloc[2] == pytest.approx(100 * 1 / 2)
+    assert rep["mean_abs_error"].iloc[2] == pytest.approx((2 + 1 + 2 + 1) / 4)
 
 
 def test_empty_release_level(tree: ODTree) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +100,15 @@ class Solution:
     solver: str
     wall_time: float
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+def finish(problem: Problem, values: np.ndarray, status: str, solver: str, t0: float,
+           stats: dict[str, Any]) -> Solution:
+    """A :class:`Solution` timed from ``t0``; the objective only for an optimal status (NaN
+    otherwise, so a failed run never looks like a result)."""
+    obj = problem.objective_value(values) if status == "optimal" else float("nan")
+    return Solution(values=values, objective=obj, status=status, solver=solver,
+                    wall_time=time.perf_counter() - t0, stats=stats)
 
 
 class Solver(ABC):

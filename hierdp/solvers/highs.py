@@ -43,7 +43,7 @@ from hierdp.models.pyomo_model import (
     values_from_model,
 )
 from hierdp.solvers._batching import run_batches
-from hierdp.solvers.base import Capabilities, Solution, Solver, UnsupportedProblem
+from hierdp.solvers.base import Capabilities, Solution, Solver, UnsupportedProblem, finish
 
 #: groups per MIP batch. Measured on 2,000 integer linf groups (b in [2, 10], real targets, 2 cores,
 #: presolve off): batch 5: 10.5 s, 20: 9.3 s, 50: 11.4 s, 100: 15.3 s; with presolve on: 20: 12.8 s,
@@ -130,7 +130,7 @@ class HighsSolver(Solver):
         values = np.where(problem.is_fixed, problem.fixed, np.nan)
         stats: dict[str, Any] = {"path": path, "batches": 0}
         if not problem.is_free.any():
-            return _finish(problem, values, "optimal", self.name, t0, stats)
+            return finish(problem, values, "optimal", self.name, t0, stats)
 
         is_qp = problem.objective == "l2" and not problem.integer
         if problem.pyomo_hooks:
@@ -152,10 +152,10 @@ class HighsSolver(Solver):
         if message:
             stats["message"] = message
         if status != "optimal":
-            return _finish(problem, values, status, self.name, t0, stats)
+            return finish(problem, values, status, self.name, t0, stats)
         if problem.integer:
             values = np.rint(values)
-        return _finish(problem, values, "optimal", self.name, t0, stats)
+        return finish(problem, values, "optimal", self.name, t0, stats)
 
 
 def _direct_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, settings: dict[str, Any],
@@ -210,13 +210,6 @@ def _relaxed_center(problem: Problem, subset: np.ndarray | None, runner: "_Direc
     center = np.full(problem.n, np.nan)
     center[relaxed.nodes] = x
     return center
-
-
-def _finish(problem: Problem, values: np.ndarray, status: str, name: str, t0: float,
-            stats: dict[str, Any]) -> Solution:
-    obj = problem.objective_value(values) if status == "optimal" else float("nan")
-    return Solution(values=values, objective=obj, status=status, solver=name,
-                    wall_time=time.perf_counter() - t0, stats=stats)
 
 
 def _batches(problem: Problem, size: int) -> list[np.ndarray]:

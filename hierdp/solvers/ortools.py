@@ -46,7 +46,7 @@ import numpy as np
 from hierdp.models.problem import Problem
 from hierdp.models.pyomo_model import ModelArrays, ModelInfeasible, anchor_values, batch_components, model_arrays
 from hierdp.solvers._batching import run_batches
-from hierdp.solvers.base import Capabilities, Solution, Solver
+from hierdp.solvers.base import Capabilities, Solution, Solver, finish
 
 #: groups per CP-SAT model (measured; small models keep CP-SAT's search local)
 DEFAULT_BATCH_SIZE = 10
@@ -161,7 +161,7 @@ class OrToolsSolver(Solver):
         values = np.where(problem.is_fixed, problem.fixed, np.nan)
         stats: dict[str, Any] = {"backend": "cp-sat" if problem.integer else "glop", "batches": 0}
         if not problem.is_free.any():
-            return _finish(problem, values, "optimal", self.name, t0, stats)
+            return finish(problem, values, "optimal", self.name, t0, stats)
         if problem.integer:
             from hierdp.solvers.highs import _batches  # pure numpy helper, imports no solver
 
@@ -178,7 +178,7 @@ class OrToolsSolver(Solver):
             values[nodes] = x
         if message:
             stats["message"] = message
-        return _finish(problem, values, status, self.name, t0, stats)
+        return finish(problem, values, status, self.name, t0, stats)
 
 
 def _solve_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, deadline: float | None,
@@ -201,13 +201,6 @@ def _solve_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, dead
     except ModelInfeasible as exc:
         return "infeasible", parts, str(exc)
     return "optimal", parts, ""
-
-
-def _finish(problem: Problem, values: np.ndarray, status: str, name: str, t0: float,
-            stats: dict[str, Any]) -> Solution:
-    obj = problem.objective_value(values) if status == "optimal" else float("nan")
-    return Solution(values=values, objective=obj, status=status, solver=name,
-                    wall_time=time.perf_counter() - t0, stats=stats)
 
 
 def _domains(problem: Problem, arr: ModelArrays, anchors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -141,12 +141,12 @@ def solve(
             cross-check solver found a different optimum.
     """
     if isinstance(solver, Solver):
-        s = solver
+        s, why = solver, solver.unsupported(problem)
     elif solver == "auto":
-        s = choose(problem)
+        s, why = choose(problem), []  # choose() already checked it
     else:
         s = get(solver)
-    why = s.unsupported(problem)
+        why = s.unsupported(problem)
     if why:
         raise UnsupportedProblem(f"solver {s.name!r} cannot solve this problem exactly: " + "; ".join(why))
     if not s.available():
