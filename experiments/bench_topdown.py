@@ -191,19 +191,12 @@ def release_levels(release: Any) -> list[tuple[np.ndarray, np.ndarray]]:
 
 def level_sigma2(release: Any, tree: Any) -> list[float]:
     """Per-level discrete-Gaussian variances used by a release (from its accounting)."""
-    acc = release.accounting
-    per = acc.get("per_level") or []
     s2 = [float("nan")] * tree.n_levels
-    for item in per:
-        for k in ("sigma2", "variance"):
-            if k in item:
-                s2[int(item["level"])] = float(item[k])
+    for item in release.accounting["per_level"]:
+        if "sigma2" in item:
+            s2[int(item["level"])] = float(item["sigma2"])
     if any(math.isnan(v) for v in s2[1:]):
-        if "sigma2" in acc:
-            s2 = [float(acc["sigma2"])] * tree.n_levels
-        else:  # bounded DP, one trip per user: per-level L2 sensitivity √2, ρ split over T levels
-            T = tree.n_levels - 1
-            s2 = [2.0 / (2.0 * float(acc["rho"]) / T)] * tree.n_levels
+        raise ValueError("the release's accounting lacks a per-level sigma2")
     return s2
 
 
