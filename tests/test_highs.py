@@ -137,3 +137,12 @@ def test_regression_highs_mip_presolve_bug():
     assert brute_force(p, 0, 2) == pytest.approx(12.1875)
     assert hierdp.solve(p, solver="highs").objective == pytest.approx(12.1875)
     assert hierdp.solve(p, solver="highs", path="pyomo").objective == pytest.approx(12.1875)
+
+
+def test_regression_highs_mip_presolve_bug_l1():
+    # found by a stress run: with MIP presolve on, HiGHS 1.14 returns 9.0 as "optimal" here
+    nan, inf = np.nan, np.inf
+    p = Problem([-1, 0, 1, 1, 3, 0], [3.0, 3.0, 2.0, -0.0, -1.0, 2.0], fixed=[9, nan, 5, nan, nan, nan],
+                objective="l1", upper=[inf, 8, inf, inf, inf, inf])
+    assert brute_force(p, 0, 9) == pytest.approx(5.0)
+    assert hierdp.solve(p, solver="highs").objective == pytest.approx(5.0)
