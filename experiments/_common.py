@@ -202,3 +202,11 @@ def format_table(df: pd.DataFrame, floatfmt: str = "{:,.2f}") -> str:
         if pd.api.types.is_float_dtype(shown[c]):
             shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else floatfmt.format(v))
     return shown.to_string(index=False)
+
+
+def print_notes(notes: Sequence[str]) -> None:
+    """List the cells that stopped early or were refused (so no figure hides a shortened run)."""
+    if notes:
+        print("\nSkipped / shortened cells:")
+        for n in notes:
+            print("  " + n)

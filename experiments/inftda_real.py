@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MECHANISMS, RESULTS, format_table, plot_per_level, run_grid, summarize  # noqa: E402
+from _common import MECHANISMS, RESULTS, format_table, plot_per_level, print_notes, run_grid, summarize  # noqa: E402
 
 def flights_data() -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(trips, geography)`` of the NYC flights (see :func:`hierdp.datasets.nycflights_od`)."""
@@ -105,10 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                    row_key="dataset", ylabel="max abs error", title="Real data (hierdp)")
     plot_per_level(summary, "fdr_pct", args.out / "inftda_real_fdr.png", row_key="dataset",
                    ylabel="false discovery rate (%)", logy=False, title="Real data (hierdp)")
-    if notes:
-        print("\nSkipped / shortened cells:")
-        for n in notes:
-            print("  " + n)
+    print_notes(notes)
     print(f"\nWrote CSVs and PNGs to {args.out}")
     return 0
 

@@ -66,6 +66,7 @@ from _common import (  # noqa: E402
     build_mechanism,
     format_table,
     plot_per_level,
+    print_notes,
     run_grid,
     summarize,
 )
@@ -362,10 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         timing = time_on_reference(timing_sets, [m for m in mechs if m in args.mechanisms])
         if not timing.empty:
             timing.to_csv(args.out / "inftda_synthetic_timing.csv", index=False)
-    if notes:
-        print("\nSkipped / shortened cells:")
-        for n in notes:
-            print("  " + n)
+    print_notes(notes)
     print(f"\nWrote CSVs and PNGs to {args.out}")
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -148,8 +149,16 @@ class Solver(ABC):
         """Plug-in specific refusals beyond the capability flags."""
         return []
 
+    #: modules the back end needs; :meth:`available` tries to import them (lazily, on demand)
+    requires: tuple[str, ...] = ()
+
     def available(self) -> bool:
-        """Whether the plug-in's back end can be imported here."""
+        """Whether the plug-in's back end (:attr:`requires`) can be imported here."""
+        try:
+            for module in self.requires:
+                importlib.import_module(module)
+        except Exception:
+            return False
         return True
 
     @abstractmethod

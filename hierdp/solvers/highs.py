@@ -94,13 +94,7 @@ class HighsSolver(Solver):
         description="HiGHS LP/MIP/QP via highspy matrices or Pyomo (batched; integer L2 as exact PWL MIP)",
     )
 
-    def available(self) -> bool:
-        """Whether highspy imports here."""
-        try:
-            import highspy  # noqa: F401
-        except Exception:
-            return False
-        return True
+    requires = ("highspy",)
 
     def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
         unknown = set(options) - _OPTIONS

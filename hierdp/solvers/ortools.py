@@ -92,13 +92,7 @@ class OrToolsSolver(Solver):
         description="OR-Tools CP-SAT (integer linf/l1/l2, exact encodings) and GLOP (continuous linf/l1)",
     )
 
-    def available(self) -> bool:
-        """Whether ortools imports here."""
-        try:
-            from ortools.sat.python import cp_model  # noqa: F401
-        except Exception:
-            return False
-        return True
+    requires = ("ortools.sat.python.cp_model",)
 
     def extra_checks(self, problem: Problem) -> list[str]:
         """Refusals beyond the flags: see the module docstring for why each keeps CP-SAT exact."""
