@@ -7,8 +7,10 @@ name the offending node, column, row or value.
 
 from __future__ import annotations
 
+from hierdp.errors import HierdpError
 
-class HierarchyError(ValueError):
+
+class HierarchyError(HierdpError, ValueError):
     """Base class: the input does not describe a valid hierarchy."""
 
 

@@ -18,6 +18,8 @@ consistent but the error of a node grows with the number of leaves below it (Pro
 
 from __future__ import annotations
 
+from hierdp.errors import HierdpError
+
 import math
 import time
 from typing import Any
@@ -36,7 +38,7 @@ from hierdp.release import Release, ReleaseLevel
 __all__ = ["VanillaGauss", "StabilityHistogram", "SH", "UniverseTooLarge", "sh_threshold"]
 
 
-class UniverseTooLarge(ValueError):
+class UniverseTooLarge(HierdpError, ValueError):
     """The tree's universe is too large to materialize for a universe-wide baseline."""
 
 

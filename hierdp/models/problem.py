@@ -21,6 +21,8 @@ Everything is numpy; a TopDown level with 10^6 children is one Problem.
 
 from __future__ import annotations
 
+from hierdp.errors import HierdpError
+
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
@@ -29,7 +31,7 @@ import numpy as np
 OBJECTIVES = ("l2", "l1", "linf")
 
 
-class ProblemError(ValueError):
+class ProblemError(HierdpError, ValueError):
     """A problem is malformed (shapes, structure, unknown nodes, inconsistent fixed values)."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from hierdp.errors import HierdpError
 
-class PrivacyError(ValueError):
+
+class PrivacyError(HierdpError, ValueError):
     """Base class of every error raised by :mod:`hierdp.privacy`."""
 
 

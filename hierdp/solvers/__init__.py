@@ -6,15 +6,16 @@ lazily so that a missing or broken back end never breaks ``import hierdp``.
 
 from hierdp.solvers.base import (
     Capabilities,
+    GroupSolution,
     Solution,
     Solver,
     SolverError,
     SolverFailed,
     UnsupportedProblem,
 )
-from hierdp.solvers.registry import available, choose, get, names, register, solve
+from hierdp.solvers.registry import available, choose, get, names, register, solve, solve_groups
 
 __all__ = [
-    "Capabilities", "Solution", "Solver", "SolverError", "SolverFailed", "UnsupportedProblem",
-    "available", "choose", "get", "names", "register", "solve",
+    "Capabilities", "GroupSolution", "Solution", "Solver", "SolverError", "SolverFailed", "UnsupportedProblem",
+    "available", "choose", "get", "names", "register", "solve", "solve_groups",
 ]

@@ -51,6 +51,8 @@ work grows roughly like (steps per search)^height, so very deep trees are the we
 
 from __future__ import annotations
 
+from hierdp.errors import HierdpError
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,7 +65,7 @@ MAX_EXACT = 2**50
 _NARROW = 8
 
 
-class InfeasibleTree(ValueError):
+class InfeasibleTree(HierdpError, ValueError):
     """No integer assignment satisfies the domains, fixed values and consistency."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hierdp.errors import HierdpError
+
 import importlib
 import time
 from abc import ABC, abstractmethod
@@ -13,7 +15,7 @@ import numpy as np
 from hierdp.models.problem import Problem
 
 
-class SolverError(RuntimeError):
+class SolverError(HierdpError, RuntimeError):
     """Base class of solver errors."""
 
 
@@ -103,6 +105,25 @@ class Solution:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class GroupSolution:
+    """An optimal solution of a batch of groups (see :meth:`Solver.solve_groups`).
+
+    Attributes:
+        values: the children's values, in the order of the input ``values``.
+        objective: the batch's objective (sum over groups for ``linf``).
+        solver: the plug-in's name.
+        wall_time: seconds spent.
+        stats: solver-specific statistics.
+    """
+
+    values: np.ndarray
+    objective: float
+    solver: str
+    wall_time: float
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
 def finish(problem: Problem, values: np.ndarray, status: str, solver: str, t0: float,
            stats: dict[str, Any]) -> Solution:
     """A :class:`Solution` timed from ``t0``; the objective only for an optimal status (NaN
@@ -164,3 +185,23 @@ class Solver(ABC):
     @abstractmethod
     def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
         """Solve a supported problem; raise :class:`SolverFailed` if optimality is not proven."""
+
+    def solve_groups(self, values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, *,
+                     objective: str, integer: bool = True, weights: np.ndarray | None = None,
+                     time_limit: float | None = None, **options: Any) -> "GroupSolution":
+        """Solve a batch of independent groups ("children of group g sum to ``totals[g]``,
+        non-negative"): the shape of every TopDown level.
+
+        The default poses the batch as :meth:`Problem.from_groups` and goes through
+        :func:`hierdp.solvers.registry.solve` (capability check, verification). Fast paths override
+        this to skip the general :class:`Problem` (a level of 10^6 children costs ~0.4 s to pose)
+        and must then check their own output (sums, signs, integrality) before returning.
+        """
+        from hierdp.solvers.registry import solve
+
+        problem = Problem.from_groups(np.asarray(values, dtype=float), offsets, np.asarray(totals, dtype=float),
+                                      objective=objective, integer=integer, nonnegative=True, weights=weights)
+        sol = solve(problem, self, time_limit=time_limit, **options)
+        g = np.asarray(totals).size
+        return GroupSolution(values=sol.values[g:], objective=sol.objective, solver=sol.solver,
+                             wall_time=sol.wall_time, stats=dict(sol.stats or {}))

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from hierdp.models.problem import Problem
-from hierdp.solvers.base import Solution, Solver, SolverFailed, UnsupportedProblem
+from hierdp.solvers.base import GroupSolution, Solution, Solver, SolverFailed, UnsupportedProblem
 
 # name -> "module:attribute"; order = preference of solver="auto" (fastest exact first)
 _BUILTIN: dict[str, str] = {
@@ -171,3 +171,35 @@ def solve(
             raise SolverFailed(s.name, "cross-check mismatch",
                                f"objective {sol.objective!r} vs {other.solver!r}'s {other.objective!r}")
     return sol
+
+
+def solve_groups(
+    values: np.ndarray,
+    offsets: np.ndarray,
+    totals: np.ndarray,
+    *,
+    solver: str | Solver = "auto",
+    objective: str = "linf",
+    integer: bool = True,
+    weights: np.ndarray | None = None,
+    time_limit: float | None = None,
+    **options: Any,
+) -> GroupSolution:
+    """Solve a batch of independent groups (a TopDown level) with the named plug-in.
+
+    Group ``g``'s children are ``values[offsets[g]:offsets[g+1]]`` (noisy targets); the result's
+    children are non-negative (integers when ``integer``), sum to ``totals[g]`` and minimise the
+    ``objective`` distance to the targets. ``solver="auto"`` picks the first capable plug-in.
+    Mechanisms call this (never a fast path directly), so every level solve goes through the
+    registry's capability checks.
+    """
+    if isinstance(solver, Solver):
+        s = solver
+    elif solver == "auto":
+        probe = Problem.from_groups([0.6, 0.4], [0, 2], [1.0], objective=objective, integer=integer,
+                                    weights=None if weights is None else [1.0, 2.0])
+        s = choose(probe)
+    else:
+        s = get(solver)
+    return s.solve_groups(np.asarray(values), np.asarray(offsets, dtype=np.int64), np.asarray(totals),
+                          objective=objective, integer=integer, weights=weights, time_limit=time_limit, **options)
