@@ -1,0 +1,679 @@
+"""Fast exact secure sampling: the CKS20 samplers vectorized over buffers of OS random bytes.
+
+Secure mode must sample the discrete Laplace and the discrete Gaussian *exactly* (no floating
+point anywhere in the sampled law, so the floating-point attacks on naive samplers -- Mironov
+2012 -- have nothing to exploit) from operating-system randomness. The reference algorithms are
+those of Canonne, Kamath & Steinke (2020), "The Discrete Gaussian for Differential Privacy"
+(CKS20), Algorithms 1-3; :class:`hierdp.privacy.rng.SecureRandom` runs them one draw at a time in
+Python (tens of microseconds a draw). This module runs the *same* algorithms on whole vectors:
+every step is a numpy operation over all the entries still pending, every comparison is an exact
+comparison of int64 integers, and the random input is raw bytes from :func:`os.urandom`.
+
+Exactness, step by step
+-----------------------
+Let ``R`` be the stream of uniform random bytes from the OS. Every random decision below is
+derived from fresh bytes of ``R`` by integer operations only, so each entry's draws are
+independent of every other entry's and of every earlier draw.
+
+1. **Bernoulli(a/b)** for integers ``0 <= a <= b``, ``1 <= b < 2**62`` (:func:`bernoulli_ratio`).
+   Compare a uniform real ``U = 0.r1 r2 r3 ...`` (random base-``2**w`` digits ``r_j``, ``w`` bits
+   each) with ``a/b`` digit by digit, from the long-division expansion ``a/b = 0.d1 d2 d3 ...``:
+   ``x_0 = a``, ``d_j = (x_{j-1} * 2**w) // b``, ``x_j = x_{j-1} * 2**w - d_j * b``. Return True at
+   the first ``j`` with ``r_j < d_j``, False at the first ``j`` with ``r_j > d_j``. Then
+   ``P(True) = sum_j 2**(-w (j-1)) * d_j / 2**w = a/b`` exactly (the expansion converges because
+   ``0 <= x_j < b``). Everything is int64: ``x_j < b`` and ``w = min(8, 63 - bitlen(b))``, so
+   ``x * 2**w < 2**63``. No uniform integer on ``[0, b)`` is needed, hence no modulo bias, and on
+   average only ``2**w / (2**w - 1)`` digits (about one byte) are consumed.
+2. **Uniform integer on [0, m)** (:func:`uniform_below`), ``1 <= m < 2**62``: take
+   ``bitlen(m - 1)`` random bits (a uniform integer on ``[0, 2**bitlen(m-1))``) and reject values
+   ``>= m``. Accepted values are uniform on ``[0, m)`` (rejection keeps the conditional law
+   uniform); each round accepts with probability > 1/2.
+3. **Bernoulli(exp(-gamma)), gamma in [0, 1]** (CKS20 Alg. 1; :func:`bernoulli_exp_ratio`): draw
+   ``A_k ~ Bernoulli(gamma / k)`` for ``k = 1, 2, ...`` until the first failure ``K``; return
+   ``K`` odd. ``P(K > k) = gamma**k / k!``, so ``P(K odd) = sum_k (-gamma)**k / k! = exp(-gamma)``.
+   ``Bernoulli(gamma / k)`` is the AND of two independent draws ``Bernoulli(gamma)`` and
+   ``Bernoulli(1/k)`` (the probabilities multiply), so neither denominator grows with ``k``.
+4. **Geometric count of Bernoulli(exp(-1)) successes** (:func:`geometric_exp1`): step 3 with
+   ``gamma = 1``, repeated until the first failure; ``P(V >= v) = exp(-v)``.
+5. **Discrete Laplace with rational scale t/s** (CKS20 Alg. 2; :func:`discrete_laplace`): draw
+   ``U`` uniform on ``[0, t)`` and keep it with probability ``exp(-U/t)`` (steps 2-3, else retry),
+   draw ``V`` (step 4), set ``X = U + t V`` -- then ``P(X = x) ∝ exp(-x/t)`` on ``x >= 0`` -- and
+   ``Y = X // s`` -- then ``P(Y = y) ∝ exp(-y s / t)``; draw a sign bit and retry on ``-0``. The
+   result has ``P(Z = z) ∝ exp(-|z| s / t)``, the discrete Laplace with scale ``t/s``.
+6. **Discrete Gaussian with rational sigma2 = p/q** (CKS20 Alg. 3; :func:`discrete_gaussian`):
+   propose ``Y`` from the discrete Laplace with integer scale ``t = floor(sigma) + 1`` (step 5,
+   ``s = 1``) and accept with probability ``exp(-gamma)``,
+   ``gamma = (|Y| - sigma2/t)**2 / (2 sigma2)``; the accepted ``Y`` is ``N_Z(0, sigma2)`` exactly
+   (CKS20 Thm. on Alg. 3, valid for any ``t > 0``). To keep this exact in int64, write
+   ``sigma2 / t = v/u`` in lowest terms; then ``gamma = D**2 * C`` with the integer
+   ``D = |Y| u - v`` and the per-parameter rational ``C = q / (2 p u**2)``. Let
+   ``G = isqrt(floor(1/C))`` (so ``G**2 C <= 1``), ``kappa = G**2 C`` and ``s = max(1, ceil(|D|/G))``,
+   ``n = s**2``. Then ``gamma / n = (|D|/(G s))**2 * kappa <= 1``, and
+   ``exp(-gamma) = exp(-gamma/n)**n``: accept iff ``n`` independent runs of step 3 on
+   ``gamma/n`` all succeed. Inside step 3, ``Bernoulli(gamma / (n k))`` is the AND of the four
+   independent draws ``Bernoulli(|D| / (G s))`` (twice), ``Bernoulli(kappa)`` and
+   ``Bernoulli(1/k)``; the first two are step 1 on int64 integers, ``Bernoulli(kappa)`` compares
+   the random digits with the precomputed base-256 expansion of ``kappa`` (16 digits, then the
+   exact remainder as a :class:`~fractions.Fraction`, reached with probability ``2**-128``).
+
+Where the vectorized path stops, and what happens then
+------------------------------------------------------
+Nothing is ever approximated: entries that do not fit the int64 bounds take the exact scalar
+path of :class:`~hierdp.privacy.rng.SecureRandom` (Python integers), which samples the same law.
+
+* A discrete Laplace scale ``t/s`` (lowest terms) is vectorized when ``t < 2**62`` and
+  ``s < 2**62`` -- for a float scale, every scale in ``[2**-9, 2**62)``. Should ``X = U + t V``
+  exceed int64 (probability below ``exp(-2**63 / t)``), that entry is finished in Python integers.
+* A discrete Gaussian ``sigma2 = p/q`` (lowest terms) is vectorized when ``u < 2**61``,
+  ``v < 2**61`` and ``1 <= G < 2**61`` -- for a float sigma2 this holds for every value in
+  ``[2**-9, 2**62)``, since ``u <= q t`` and a float's ``q`` is at most ``2**52 / sigma2``. A
+  proposal with ``|Y| u - v`` outside ``[-2**61, 2**61)`` or ``s > 2**30`` (``gamma`` astronomically
+  large; never observed for ``sigma2 >= 1``) has its acceptance test done in Python integers.
+* Fractions with huge numerators or denominators (beyond the bounds above) run entirely on the
+  scalar path; so do parameters below ``2**-9``.
+
+Randomness and side channels
+----------------------------
+All random bytes come from :func:`os.urandom` (the kernel CSPRNG, the same source as
+:mod:`secrets`); there is no seed and no user-visible generator. As with every rejection sampler,
+running time depends on the values drawn; do not publish per-entry timings of a release.
+Work is done in chunks of :data:`CHUNK` entries so that memory stays bounded and a Ctrl-C
+(``KeyboardInterrupt``) is handled within one chunk (milliseconds).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "OsRandomBytes", "bernoulli_ratio", "bernoulli_digits", "uniform_below", "bernoulli_exp_ratio",
+    "geometric_exp1", "discrete_laplace", "discrete_gaussian", "laplace", "CHUNK",
+    "laplace_vectorizable", "gaussian_vectorizable",
+]
+
+#: entries sampled per chunk: bounds temporary memory and the latency of a Ctrl-C
+CHUNK = 1 << 17
+_I64_MAX = (1 << 63) - 1
+_LIM62 = 1 << 62
+_LIM61 = 1 << 61
+_KAPPA_DIGITS = 16  # base-256 digits of kappa precomputed per parameter (128 bits)
+_S_MAX = 1 << 30  # largest s (n = s**2 factors) handled in int64 in the Gaussian acceptance
+# Secure continuous Laplace: the grid is at most scale * 2**-_LAPLACE_GRID_BITS.
+_LAPLACE_GRID_BITS = 40
+
+
+# -- the random input ----------------------------------------------------------------------------
+class OsRandomBytes:
+    """Uniform random bytes from the operating system, served as numpy arrays.
+
+    ``bytes_drawn`` counts what was consumed (for benchmarks). Tests of the exact primitives may
+    pass another object with the same ``uint8`` method (e.g. scripted bytes); the public samplers
+    in :mod:`hierdp.privacy.samplers` always use this class.
+    """
+
+    __slots__ = ("bytes_drawn",)
+
+    def __init__(self) -> None:
+        self.bytes_drawn = 0
+
+    def uint8(self, n: int) -> np.ndarray:
+        """``n`` independent uniform bytes (uint8 array)."""
+        self.bytes_drawn += n
+        return np.frombuffer(os.urandom(n), dtype=np.uint8)
+
+
+def _uniform_bits(source, n: int, nbits: int) -> np.ndarray:
+    """``n`` uniform integers on ``[0, 2**nbits)`` as int64 (``0 <= nbits <= 62``)."""
+    if nbits == 0:
+        return np.zeros(n, dtype=np.int64)
+    width = 1 if nbits <= 8 else 2 if nbits <= 16 else 4 if nbits <= 32 else 8
+    raw = source.uint8(n * width).view(f"<u{width}")
+    # the low bits of uniform bytes are independent uniform bits
+    return (raw & np.array((1 << nbits) - 1, dtype=raw.dtype)).astype(np.int64)
+
+
+def _random_bits(source, n: int) -> np.ndarray:
+    """``n`` independent fair bits as a bool array (8 per byte)."""
+    return np.unpackbits(source.uint8((n + 7) // 8), count=n).view(bool)
+
+
+def _sub(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``x`` restricted to ``idx`` when ``x`` is per entry; a shared 0-d value stays as it is."""
+    return x if x.ndim == 0 else x[idx]
+
+
+# -- step 1: Bernoulli(a/b) by lazy digit comparison ---------------------------------------------
+def bernoulli_ratio(num: np.ndarray | int, den: np.ndarray | int, n: int,
+                    source: OsRandomBytes) -> np.ndarray:
+    """Exact ``Bernoulli(num/den)`` for each of ``n`` entries (``0 <= num <= den < 2**62``).
+
+    ``num`` and ``den`` are int64 arrays of length ``n`` or scalars shared by all entries. Module
+    docstring, step 1: the random base-``2**w`` digits are compared with the long-division digits
+    of ``num/den``; ``P(True) = num/den`` exactly.
+    """
+    x = np.asarray(num, dtype=np.int64)
+    den = np.asarray(den, dtype=np.int64)
+    out = np.empty(n, dtype=bool)
+    if n == 0:
+        return out
+    dmax = int(den) if den.ndim == 0 else int(den.max())
+    if dmax >= _LIM62:
+        raise ValueError(f"denominator {dmax} is not below 2**62")
+    w = min(8, 63 - dmax.bit_length())
+    idx: np.ndarray | None = None  # None: all n entries are still undecided
+    m = n
+    while True:
+        shifted = x << w  # < 2**63 because x < den (or x == den on the first digit)
+        digit = shifted // den
+        r = source.uint8(m)
+        if w < 8:
+            r = r & np.uint8((1 << w) - 1)
+        if idx is None:
+            np.less(r, digit, out=out)
+        else:
+            out[idx] = r < digit
+        tie = np.flatnonzero(r == digit)
+        if tie.size == 0:
+            return out
+        # equal digits (probability 2**-w each): compare the next digit of the remainder
+        x = _sub(shifted, tie) - _sub(digit, tie) * _sub(den, tie)
+        den = _sub(den, tie)
+        idx = tie if idx is None else idx[tie]
+        m = tie.size
+
+
+def _kappa_expansion(kappa: Fraction) -> tuple[np.ndarray, Fraction]:
+    """The first base-256 digits of ``kappa`` in ``[0, 1]`` and the exact remainder after them.
+
+    ``kappa == 1`` is written with the digit 256 (which no byte reaches): always True.
+    """
+    if kappa == 1:
+        return np.full(_KAPPA_DIGITS, 256, dtype=np.int64), Fraction(0)
+    scaled = kappa * 256 ** _KAPPA_DIGITS
+    head = scaled.numerator // scaled.denominator
+    digits = [(head >> (8 * (_KAPPA_DIGITS - 1 - j))) & 0xFF for j in range(_KAPPA_DIGITS)]
+    return np.array(digits, dtype=np.int64), scaled - head
+
+
+def bernoulli_digits(digits: np.ndarray, tails: Sequence[Fraction], tail_index: np.ndarray,
+                     n: int, source: OsRandomBytes) -> np.ndarray:
+    """Exact ``Bernoulli(kappa)`` from kappa's precomputed base-256 expansion.
+
+    Args:
+        digits: shape ``(L,)`` (one kappa shared by all entries) or ``(n, L)`` (per entry).
+        tails: exact remainders ``frac(kappa * 256**L)`` of the distinct kappas.
+        tail_index: int array (shape ``()`` or ``(n,)``): which ``tails`` entry each entry uses.
+        n: number of entries.
+
+    Random bytes are compared with kappa's digits; after ``L`` equal digits (probability
+    ``256**-L``) the comparison continues exactly against the remainder, in Python integers.
+    """
+    out = np.empty(n, dtype=bool)
+    idx = np.arange(n)
+    per_entry = digits.ndim == 2
+    for j in range(digits.shape[-1]):
+        if idx.size == 0:
+            return out
+        r = source.uint8(idx.size)
+        d = digits[idx, j] if per_entry else digits[j]
+        out[idx] = r < d
+        idx = idx[np.flatnonzero(r == d)]
+    for i in idx.tolist():  # all L digits equal: probability 2**-128
+        tail = tails[int(tail_index if tail_index.ndim == 0 else tail_index[i])]
+        out[i] = _scalar_bernoulli(tail, source)
+    return out
+
+
+def _scalar_bernoulli(p: Fraction, source: OsRandomBytes) -> bool:
+    """Exact Bernoulli(p) for a Fraction ``p`` in ``[0, 1)``, digit by digit in Python ints."""
+    x, b = p.numerator, p.denominator
+    while True:
+        x <<= 8
+        digit = x // b
+        r = int(source.uint8(1)[0])
+        if r != digit:
+            return r < digit
+        x -= digit * b
+
+
+# -- step 2: uniform integers ----------------------------------------------------------------------
+def uniform_below(m: np.ndarray | int, mask: np.ndarray | int, n: int, source: OsRandomBytes,
+                  max_rounds: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Uniform integers on ``[0, m)`` by rejection (``1 <= m < 2**62``, ``mask = 2**bitlen(m-1) - 1``).
+
+    ``m`` and ``mask`` are int64 arrays of length ``n`` or shared scalars. Returns ``(values, ok)``;
+    with ``max_rounds`` an entry may stay unresolved (``ok`` False, probability < 2**-max_rounds):
+    a caller that treats this as a failed attempt and retries keeps the law exact, because an
+    accepted value is uniform whatever the round it was accepted in.
+    """
+    m = np.asarray(m, dtype=np.int64)
+    mask = np.asarray(mask, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    ok = np.zeros(n, dtype=bool)
+    nbits = (int(mask) if mask.ndim == 0 else int(mask.max())).bit_length() if n else 0
+    idx = np.arange(n)
+    rounds = 0
+    while idx.size and (max_rounds is None or rounds < max_rounds):
+        w = _uniform_bits(source, idx.size, nbits)
+        if mask.ndim:
+            w &= mask[idx]
+        accepted = w < _sub(m, idx)
+        good = np.flatnonzero(accepted)
+        out[idx[good]] = w[good]
+        ok[idx[good]] = True
+        idx = idx[np.flatnonzero(~accepted)]
+        rounds += 1
+    return out, ok
+
+
+# -- step 3: Bernoulli(exp(-a/b)) for a <= b (CKS20 Alg. 1) ------------------------------------
+def bernoulli_exp_ratio(a: np.ndarray | int, b: np.ndarray | int, n: int,
+                        source: OsRandomBytes) -> np.ndarray:
+    """Exact ``Bernoulli(exp(-a/b))`` for integers ``0 <= a <= b < 2**62`` (CKS20 Alg. 1).
+
+    All entries run in lockstep (same ``k``): draw ``Bernoulli(a/b) AND Bernoulli(1/k)`` for the
+    entries still running, stop an entry at its first failure ``K`` and return ``K`` odd.
+    """
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    out = np.empty(n, dtype=bool)
+    idx = np.arange(n)
+    k = 1
+    while idx.size:
+        trial = bernoulli_ratio(_sub(a, idx), _sub(b, idx), idx.size, source)  # B(gamma)
+        if k > 1:
+            on = np.flatnonzero(trial)
+            trial[on] = bernoulli_ratio(1, k, on.size, source)  # AND B(1/k)
+        stopped = np.flatnonzero(~trial)
+        out[idx[stopped]] = k % 2 == 1  # K = k: success iff K is odd
+        idx = idx[np.flatnonzero(trial)]
+        k += 1
+    return out
+
+
+# -- step 4: the number of Bernoulli(exp(-1)) successes before the first failure ---------------
+def bernoulli_exp1(n: int, source: OsRandomBytes) -> np.ndarray:
+    """``n`` independent exact Bernoulli(exp(-1)) draws (CKS20 Alg. 1 with gamma = 1)."""
+    out = np.empty(n, dtype=bool)
+    idx = np.arange(n)
+    k = 2  # Alg. 1's k = 1 draw is Bernoulli(1): always True
+    while idx.size:
+        trial = bernoulli_ratio(1, k, idx.size, source)  # B(1/k)
+        stopped = np.flatnonzero(~trial)
+        out[idx[stopped]] = k % 2 == 1
+        idx = idx[np.flatnonzero(trial)]
+        k += 1
+    return out
+
+
+def geometric_exp1(n: int, source: OsRandomBytes) -> np.ndarray:
+    """``n`` iid ``V`` with ``P(V >= v) = exp(-v)``: runs of Bernoulli(exp(-1)) successes.
+
+    A pool of iid Bernoulli(exp(-1)) draws is cut at its failures; the run lengths before
+    successive failures are iid geometric. The first ``n`` runs are returned; if the pool holds
+    fewer, the unfinished last run carries over into the next pool (so the runs are those of one
+    infinite iid sequence -- dropping it would bias the runs towards short ones).
+    """
+    out = np.empty(n, dtype=np.int64)
+    filled, carry = 0, 0
+    while filled < n:
+        need = n - filled
+        pool = bernoulli_exp1(need + need // 2 + need // 8 + 32, source)  # ~1.58 draws per run
+        fails = np.flatnonzero(~pool)
+        if fails.size == 0:
+            carry += pool.size
+            continue
+        use = min(need, fails.size)
+        runs = np.diff(fails[:use], prepend=-1) - 1
+        runs[0] += carry
+        out[filled:filled + use] = runs
+        filled += use
+        carry = pool.size - 1 - int(fails[-1])  # only used when the pool ran out (use == fails.size)
+    return out
+
+
+# -- parameter tables ----------------------------------------------------------------------------
+def _as_fraction(value: object) -> Fraction:
+    """The exact rational value of a float (its binary value), int or Fraction."""
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return Fraction(int(value))
+    return Fraction(float(value))
+
+
+def _mask_for(m: int) -> int:
+    return (1 << (m - 1).bit_length()) - 1
+
+
+def laplace_vectorizable(scale: Fraction) -> bool:
+    """True when the discrete Laplace with this exact scale runs on the vectorized int64 path."""
+    return scale.numerator < _LIM62 and scale.denominator < _LIM62
+
+
+@dataclass(frozen=True)
+class _GaussParam:
+    """Per-sigma2 constants of step 6 (all exact integers / Fractions)."""
+
+    sigma2: Fraction
+    t: int           # proposal scale floor(sigma) + 1
+    u: int           # sigma2 / t = v / u in lowest terms
+    v: int
+    C: Fraction      # gamma = D**2 * C with D = |Y| u - v
+    G: int           # isqrt(floor(1/C))
+    kappa: Fraction  # G**2 * C in (0, 1]
+    kappa_digits: np.ndarray  # its first base-256 digits
+    kappa_tail: Fraction      # and the exact remainder after them
+    vectorizable: bool
+
+    @staticmethod
+    def of(sigma2: Fraction) -> "_GaussParam":
+        p, q = sigma2.numerator, sigma2.denominator
+        t = math.isqrt(p // q) + 1  # floor(sqrt(p/q)) = isqrt(floor(p/q))
+        g = math.gcd(p, q * t)
+        u, v = q * t // g, p // g
+        C = Fraction(q, 2 * p * u * u)
+        G = math.isqrt(C.denominator // C.numerator)  # floor(sqrt(floor(1/C))) = floor(sqrt(1/C))
+        kappa = G * G * C if G else Fraction(0)
+        digits, tail = _kappa_expansion(kappa)
+        ok = u < _LIM61 and v < _LIM61 and 1 <= G < _LIM61 and t < _LIM62
+        return _GaussParam(sigma2, t, u, v, C, G, kappa, digits, tail, ok)
+
+
+def gaussian_vectorizable(sigma2: Fraction) -> bool:
+    """True when ``N_Z(0, sigma2)`` (exact ``sigma2``) runs on the vectorized int64 path."""
+    return _GaussParam.of(sigma2).vectorizable
+
+
+class _Columns:
+    """Parameter columns of a batch of entries.
+
+    Shared (one parameter for the whole batch): int64 columns are 0-d and ``kdig`` is 1-d.
+    Per entry: columns are 1-d (``kdig`` 2-d) and :meth:`take` restricts them together.
+    """
+
+    def __init__(self, shared: bool, **cols: np.ndarray) -> None:
+        self.shared = shared
+        self.__dict__.update(cols)
+        self._names = tuple(cols)
+
+    def take(self, idx: np.ndarray) -> "_Columns":
+        if self.shared:
+            return self
+        return _Columns(False, **{k: getattr(self, k)[idx] for k in self._names})
+
+
+# -- step 5: one attempt of the discrete Laplace (CKS20 Alg. 2) ---------------------------------
+def _laplace_attempt(c: _Columns, m: int, geo: np.ndarray | None,
+                     source: OsRandomBytes) -> tuple[np.ndarray, np.ndarray]:
+    """One attempt of CKS20 Alg. 2 per entry (scale ``t/s``): ``(values, ok)``.
+
+    An attempt fails when ``U`` is not resolved in two rounds, is not kept (probability
+    ``1 - exp(-U/t)``) or the draw is ``-0``; the caller retries failed entries with fresh
+    randomness, so each entry gets the value of its first successful attempt -- exactly the
+    output of Alg. 2's loop.
+    """
+    U, ok = uniform_below(c.t, c.tmask, m, source, max_rounds=2)
+    cand = np.flatnonzero(ok)
+    kept = bernoulli_exp_ratio(U[cand], _sub(c.t, cand), cand.size, source)
+    ok[cand] = kept
+    live = cand[np.flatnonzero(kept)]
+    U = U[live]
+    t, s = _sub(c.t, live), _sub(c.s, live)
+    V = geometric_exp1(live.size, source)
+    big = np.flatnonzero(V > (_I64_MAX - U) // t)  # U + t V would leave int64
+    Y = (U + t * V) // s
+    for i in big.tolist():  # probability < exp(-2**63 / t): finish in Python integers
+        y = (int(U[i]) + int(_sub(t, i)) * int(V[i])) // int(_sub(s, i))
+        if y > _I64_MAX:
+            raise OverflowError(f"a discrete Laplace draw ({y}) does not fit in int64")
+        Y[i] = y
+    neg = _random_bits(source, live.size)
+    ok[live[np.flatnonzero(neg & (Y == 0))]] = False  # -0: retry, so 0 is not counted twice
+    np.negative(Y, out=Y, where=neg)
+    values = np.zeros(m, dtype=np.int64)
+    values[live] = Y
+    return values, ok
+
+
+# -- step 6: one attempt of the discrete Gaussian (CKS20 Alg. 3) --------------------------------
+def _gauss_accept(y: np.ndarray, c: _Columns, params: Sequence[_GaussParam],
+                  source: OsRandomBytes) -> np.ndarray:
+    """Bernoulli(exp(-(|y| - sigma2/t)**2 / (2 sigma2))) per entry, exactly (module step 6)."""
+    m = y.size
+    acc = np.empty(m, dtype=bool)
+    ay = np.abs(y)
+    slow = ay > c.ylim  # |D| could reach 2**61: done in Python integers below
+    D = np.abs(ay * c.u - c.v)  # wraps only where slow, and those entries are not used
+    D[slow] = 0
+    s = np.maximum((D + c.G - 1) // c.G, 1)
+    slow |= s > _S_MAX
+    for i in np.flatnonzero(slow).tolist():
+        param = params[int(_sub(c.pid, i))]
+        Dx = int(ay[i]) * param.u - param.v
+        acc[i] = _scalar_rng().bernoulli_exp(Dx * Dx * param.C)
+    idx = np.flatnonzero(~slow)
+    D, s = D[idx], s[idx]
+    b = _sub(c.G, idx) * s  # < 2**62 since |D| < 2**61 and G < 2**61
+    rem = s * s  # n = s**2 runs of Alg. 1, each on gamma / n <= 1
+    k = np.ones(idx.size, dtype=np.int64)
+    pid = _sub(c.pid, idx)
+    kdig = c.kdig if c.shared else c.kdig[idx]
+    kappa_one = bool(np.all(c.kone))
+    tails = [p.kappa_tail for p in params]
+    while idx.size:
+        # Bernoulli(gamma / (n k)) = B(|D|/(G s)) AND B(|D|/(G s)) AND B(kappa) AND B(1/k)
+        trial = bernoulli_ratio(D, b, idx.size, source)
+        on = np.flatnonzero(trial)
+        trial[on] = bernoulli_ratio(D[on], b[on], on.size, source)
+        if not kappa_one:
+            on = np.flatnonzero(trial)
+            trial[on] = bernoulli_digits(kdig if c.shared else kdig[on], tails, _sub(pid, on),
+                                         on.size, source)
+        on = np.flatnonzero(trial & (k > 1))
+        trial[on] = bernoulli_ratio(1, k[on], on.size, source)
+        stop = np.flatnonzero(~trial)
+        odd = (k[stop] & 1) == 1
+        acc[idx[stop[~odd]]] = False  # K even: this run of Alg. 1 failed: reject
+        passed = stop[odd]  # K odd: this factor exp(-gamma/n) succeeded
+        rem[passed] -= 1
+        acc[idx[passed[rem[passed] == 0]]] = True  # all n factors succeeded: accept
+        restart = passed[rem[passed] > 0]
+        k[restart] = 0  # the next run of Alg. 1 starts at k = 1 (incremented below)
+        keep = np.flatnonzero(trial)
+        if restart.size:
+            keep = np.sort(np.concatenate((keep, restart)))
+        k[keep] += 1
+        idx, D, b, rem, k = idx[keep], D[keep], b[keep], rem[keep], k[keep]
+        pid = _sub(pid, keep)
+        if not c.shared:
+            kdig = kdig[keep]
+    return acc
+
+
+def _gauss_attempt(c: _Columns, m: int, params: Sequence[_GaussParam],
+                   source: OsRandomBytes) -> tuple[np.ndarray, np.ndarray]:
+    """One attempt of CKS20 Alg. 3 per entry: a Laplace proposal (scale t) and its acceptance."""
+    y, ok = _laplace_attempt(c, m, None, source)
+    live = np.flatnonzero(ok)
+    ok[live] = _gauss_accept(y[live], c.take(live), params, source)
+    return y, ok
+
+
+# -- driver: full batches of attempts, tails replicated, chunks interruptible -------------------
+_MAX_REPLICAS = 16
+_SCALAR = None
+
+
+def _scalar_rng():
+    """The exact one-draw-at-a-time sampler (OS randomness) used where int64 does not suffice."""
+    global _SCALAR
+    if _SCALAR is None:
+        from hierdp.privacy.rng import SecureRandom
+
+        _SCALAR = SecureRandom(backend="python")
+    return _SCALAR
+
+
+def _drive(n: int, columns, attempt, source: OsRandomBytes) -> np.ndarray:
+    """Run ``attempt`` over batches of about :data:`CHUNK` entries until every entry succeeded.
+
+    Each batch holds the entries whose last attempt failed plus fresh entries, so batches stay
+    full until the end. Then the few entries left are replicated (up to ``_MAX_REPLICAS``
+    attempts each in one batch) and each takes the value of its first successful replica. In
+    every case an entry's value is that of its first successful attempt in a sequence of
+    independent attempts, i.e. exactly the output of the sequential rejection loop.
+    """
+    out = np.empty(n, dtype=np.int64)
+    pending = np.empty(0, dtype=np.int64)
+    fresh = 0
+    while pending.size or fresh < n:
+        if fresh < n:
+            new = np.arange(fresh, min(n, fresh + max(CHUNK - pending.size, CHUNK // 4)))
+            fresh += new.size
+            batch = np.concatenate((pending, new))
+            values, ok = attempt(columns(batch), batch.size, source)
+            good = np.flatnonzero(ok)
+            out[batch[good]] = values[good]
+            pending = batch[np.flatnonzero(~ok)]
+            continue
+        reps = max(1, min(_MAX_REPLICAS, CHUNK // pending.size))
+        batch = np.tile(pending, reps)
+        values, ok = attempt(columns(batch), batch.size, source)
+        hit = ok.reshape(reps, pending.size)
+        done = np.flatnonzero(hit.any(axis=0))
+        first = hit[:, done].argmax(axis=0)  # first successful replica of each finished entry
+        out[pending[done]] = values[first * pending.size + done]
+        pending = pending[np.flatnonzero(~hit.any(axis=0))]
+    return out
+
+
+def _distinct(params: np.ndarray) -> tuple[list[Fraction], np.ndarray]:
+    """Distinct exact parameter values and, per entry, the index of its value."""
+    flat = params.ravel()
+    if flat.size and (flat == flat[0]).all():
+        return [_as_fraction(flat[0])], np.zeros(flat.size, dtype=np.int64)
+    uniq, inverse = np.unique(flat, return_inverse=True)
+    return [_as_fraction(u) for u in uniq], inverse.ravel().astype(np.int64)
+
+
+def _sample(params: np.ndarray, table_cls, scalar_draw, source: OsRandomBytes | None) -> np.ndarray:
+    """Shared driver: exact tables per distinct value, vectorized batches, scalar fallback."""
+    params = np.asarray(params)
+    source = OsRandomBytes() if source is None else source
+    out = np.empty(params.size, dtype=np.int64)
+    if params.size == 0:
+        return out.reshape(params.shape)
+    values, inverse = _distinct(params)
+    table = table_cls(values)
+    fast_entry = table.vectorizable[inverse]
+    fast = np.flatnonzero(fast_entry)
+    if fast.size:
+        if len(values) == 1:
+            shared = table.columns(None)
+            out[fast] = _drive(fast.size, lambda batch: shared, table.attempt, source)
+        else:
+            pid = inverse[fast]
+            out[fast] = _drive(fast.size, lambda batch: table.columns(pid[batch]), table.attempt,
+                               source)
+    for i in np.flatnonzero(~fast_entry).tolist():  # exact scalar path, one entry at a time
+        out[i] = scalar_draw(values[int(inverse[i])])
+    return out.reshape(params.shape)
+
+
+class _LaplaceTable:
+    """Columns ``t``, ``s``, ``tmask`` of the distinct scales ``t/s``."""
+
+    def __init__(self, values: list[Fraction]) -> None:
+        self.vectorizable = np.array([laplace_vectorizable(v) for v in values])
+        rows = [v if ok else Fraction(1) for v, ok in zip(values, self.vectorizable)]
+        self.t = np.array([v.numerator for v in rows], np.int64)
+        self.s = np.array([v.denominator for v in rows], np.int64)
+        self.tmask = np.array([_mask_for(v.numerator) for v in rows], np.int64)
+
+    def columns(self, pid: np.ndarray | None) -> _Columns:
+        if pid is None:
+            return _Columns(True, t=self.t[0], s=self.s[0], tmask=self.tmask[0])
+        return _Columns(False, t=self.t[pid], s=self.s[pid], tmask=self.tmask[pid])
+
+    def attempt(self, c: _Columns, m: int, source: OsRandomBytes):
+        return _laplace_attempt(c, m, None, source)
+
+
+class _GaussTable:
+    """Columns of step 6 for the distinct sigma2 values."""
+
+    def __init__(self, values: list[Fraction]) -> None:
+        self.params = [_GaussParam.of(v) for v in values]
+        self.vectorizable = np.array([p.vectorizable for p in self.params])
+        one = _GaussParam.of(Fraction(1))
+        rows = [p if p.vectorizable else one for p in self.params]
+        self.t = np.array([p.t for p in rows], np.int64)
+        self.tmask = np.array([_mask_for(p.t) for p in rows], np.int64)
+        self.u = np.array([p.u for p in rows], np.int64)
+        self.v = np.array([p.v for p in rows], np.int64)
+        self.G = np.array([p.G for p in rows], np.int64)
+        self.ylim = np.array([(_LIM61 - 1 + p.v) // p.u for p in rows], np.int64)
+        self.kdig = np.stack([p.kappa_digits for p in rows])
+        self.kone = np.array([p.kappa == 1 for p in rows])
+
+    def columns(self, pid: np.ndarray | None) -> _Columns:
+        one = np.array(1, np.int64)
+        if pid is None:
+            return _Columns(True, t=self.t[0], s=one, tmask=self.tmask[0], u=self.u[0],
+                            v=self.v[0], G=self.G[0], ylim=self.ylim[0], kdig=self.kdig[0],
+                            kone=self.kone[0], pid=np.array(0, np.int64))
+        return _Columns(False, t=self.t[pid], s=np.broadcast_to(one, pid.shape),
+                        tmask=self.tmask[pid], u=self.u[pid], v=self.v[pid], G=self.G[pid],
+                        ylim=self.ylim[pid], kdig=self.kdig[pid], kone=self.kone[pid], pid=pid)
+
+    def attempt(self, c: _Columns, m: int, source: OsRandomBytes):
+        return _gauss_attempt(c, m, self.params, source)
+
+
+# -- public entry points -------------------------------------------------------------------------
+def discrete_laplace(scale: np.ndarray | Iterable, source: OsRandomBytes | None = None) -> np.ndarray:
+    """Exact discrete Laplace noise, ``P(z) ∝ exp(-|z| / scale)``, one draw per entry of ``scale``.
+
+    Args:
+        scale: array (any shape) of positive floats (taken at their exact binary value), ints or
+            :class:`~fractions.Fraction` (object array). Not validated here: callers check > 0.
+        source: random bytes (default: a fresh :class:`OsRandomBytes`).
+
+    Returns:
+        int64 array with the shape of ``scale``.
+    """
+    return _sample(np.asarray(scale), _LaplaceTable,
+                   lambda v: _scalar_rng().discrete_laplace(v), source)
+
+
+def discrete_gaussian(sigma2: np.ndarray | Iterable, source: OsRandomBytes | None = None) -> np.ndarray:
+    """Exact discrete Gaussian noise ``N_Z(0, sigma2)``, one draw per entry of ``sigma2``.
+
+    ``sigma2`` as for :func:`discrete_laplace` (floats at their exact binary value, ints,
+    Fractions). Returns an int64 array of the same shape.
+    """
+    return _sample(np.asarray(sigma2), _GaussTable,
+                   lambda v: _scalar_rng().discrete_gaussian(v), source)
+
+
+def laplace(scale: np.ndarray, source: OsRandomBytes | None = None) -> np.ndarray:
+    """Continuous Laplace noise, drawn as an exact discrete Laplace on a fine dyadic grid.
+
+    Each entry with float scale ``b`` is ``2**k * Z`` with ``Z`` the exact discrete Laplace of
+    scale ``b / 2**k`` and ``2**k <= b * 2**-40`` (the grid of
+    :meth:`~hierdp.privacy.rng.SecureRandom.laplace`): no floating-point rounding enters the
+    sampled law, which is within ``b * 1e-12`` of the continuous one. Returns float64.
+    """
+    scale = np.asarray(scale, dtype=np.float64)
+    _, exponent = np.frexp(scale)  # exact: scale in [2**(e-1), 2**e)
+    k = exponent.astype(np.int64) - 1 - _LAPLACE_GRID_BITS
+    grid = np.ldexp(scale, -k)  # exact power-of-two rescaling of a normal float
+    z = discrete_laplace(grid, source)
+    return np.ldexp(z.astype(np.float64), k)  # exact while |z| < 2**53 (all but ~exp(-4096))
