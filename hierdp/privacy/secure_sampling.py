@@ -85,7 +85,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Sequence
 
@@ -188,27 +187,29 @@ def bernoulli_ratio(num: np.ndarray | int, den: np.ndarray | int, n: int,
         m = tie.size
 
 
-def _kappa_expansion(kappa: Fraction) -> tuple[np.ndarray, Fraction]:
-    """The first base-256 digits of ``kappa`` in ``[0, 1]`` and the exact remainder after them.
+def _kappa_expansion(num: int, den: int) -> tuple[bytes, tuple[int, int]]:
+    """The first base-256 digits of ``kappa = num/den`` in ``(0, 1]`` (as bytes) and the exact
+    remainder ``frac(kappa * 256**L)`` after them, as ``(numerator, denominator)``.
 
-    ``kappa == 1`` is written with the digit 256 (which no byte reaches): always True.
+    For ``kappa == 1`` the digits are meaningless: callers treat it apart (always True).
     """
-    if kappa == 1:
-        return np.full(_KAPPA_DIGITS, 256, dtype=np.int64), Fraction(0)
-    scaled = kappa * 256 ** _KAPPA_DIGITS
-    head = scaled.numerator // scaled.denominator
-    digits = [(head >> (8 * (_KAPPA_DIGITS - 1 - j))) & 0xFF for j in range(_KAPPA_DIGITS)]
-    return np.array(digits, dtype=np.int64), scaled - head
+    if num == den:
+        return bytes(_KAPPA_DIGITS), (0, 1)
+    scaled = num << (8 * _KAPPA_DIGITS)
+    head = scaled // den
+    return head.to_bytes(_KAPPA_DIGITS, "big"), (scaled - head * den, den)
 
 
-def bernoulli_digits(digits: np.ndarray, tails: Sequence[Fraction], tail_index: np.ndarray,
+def bernoulli_digits(digits: np.ndarray, row: np.ndarray, tails: Sequence[tuple[int, int]],
                      n: int, source: OsRandomBytes) -> np.ndarray:
     """Exact ``Bernoulli(kappa)`` from kappa's precomputed base-256 expansion.
 
     Args:
-        digits: shape ``(L,)`` (one kappa shared by all entries) or ``(n, L)`` (per entry).
-        tails: exact remainders ``frac(kappa * 256**L)`` of the distinct kappas.
-        tail_index: int array (shape ``()`` or ``(n,)``): which ``tails`` entry each entry uses.
+        digits: shape ``(P, L)``: the first ``L`` base-256 digits of ``P`` distinct kappas
+            (a digit 256, which no byte reaches, makes the draw always True: kappa = 1).
+        row: int array of shape ``()`` (one kappa for all entries) or ``(n,)``: each entry's row.
+        tails: per row, the exact remainder ``frac(kappa * 256**L)`` as ``(numerator,
+            denominator)``.
         n: number of entries.
 
     Random bytes are compared with kappa's digits; after ``L`` equal digits (probability
@@ -216,23 +217,21 @@ def bernoulli_digits(digits: np.ndarray, tails: Sequence[Fraction], tail_index: 
     """
     out = np.empty(n, dtype=bool)
     idx = np.arange(n)
-    per_entry = digits.ndim == 2
-    for j in range(digits.shape[-1]):
+    shared = row.ndim == 0
+    for j in range(digits.shape[1]):
         if idx.size == 0:
             return out
         r = source.uint8(idx.size)
-        d = digits[idx, j] if per_entry else digits[j]
+        d = digits[int(row), j] if shared else digits[row[idx], j]
         out[idx] = r < d
         idx = idx[np.flatnonzero(r == d)]
     for i in idx.tolist():  # all L digits equal: probability 2**-128
-        tail = tails[int(tail_index if tail_index.ndim == 0 else tail_index[i])]
-        out[i] = _scalar_bernoulli(tail, source)
+        out[i] = _scalar_bernoulli(*tails[int(row if shared else row[i])], source)
     return out
 
 
-def _scalar_bernoulli(p: Fraction, source: OsRandomBytes) -> bool:
-    """Exact Bernoulli(p) for a Fraction ``p`` in ``[0, 1)``, digit by digit in Python ints."""
-    x, b = p.numerator, p.denominator
+def _scalar_bernoulli(x: int, b: int, source: OsRandomBytes) -> bool:
+    """Exact Bernoulli(x/b) for integers ``0 <= x < b``, digit by digit in Python integers."""
     while True:
         x <<= 8
         digit = x // b
@@ -339,63 +338,61 @@ def geometric_exp1(n: int, source: OsRandomBytes) -> np.ndarray:
 
 
 # -- parameter tables ----------------------------------------------------------------------------
-def _as_fraction(value: object) -> Fraction:
-    """The exact rational value of a float (its binary value), int or Fraction."""
+def _ratio(value: object) -> tuple[int, int]:
+    """``(p, q)``, the exact value ``p/q`` in lowest terms of a float (its binary value), an int
+    or a Fraction."""
+    if isinstance(value, float):
+        return value.as_integer_ratio()
     if isinstance(value, Fraction):
-        return value
+        return value.numerator, value.denominator
     if isinstance(value, (int, np.integer)):
-        return Fraction(int(value))
-    return Fraction(float(value))
+        return int(value), 1
+    return float(value).as_integer_ratio()
 
 
 def _mask_for(m: int) -> int:
+    """``2**bitlen(m - 1) - 1``: the fewest low bits that cover ``[0, m)``."""
     return (1 << (m - 1).bit_length()) - 1
 
 
-def laplace_vectorizable(scale: Fraction) -> bool:
+def _vlim(t: int) -> int:
+    """The largest ``V`` with ``U + t V < 2**63`` for every ``U < t``."""
+    return (_I64_MAX - (t - 1)) // t
+
+
+def laplace_vectorizable(scale: Fraction | float) -> bool:
     """True when the discrete Laplace with this exact scale runs on the vectorized int64 path."""
-    return scale.numerator < _LIM62 and scale.denominator < _LIM62
+    t, s = _ratio(scale)
+    return t < _LIM62 and s < _LIM62
 
 
-@dataclass(frozen=True)
-class _GaussParam:
-    """Per-sigma2 constants of step 6 (all exact integers / Fractions)."""
+def _gauss_row(p: int, q: int) -> tuple[int, int, int, int, int, bool]:
+    """Step 6 constants for ``sigma2 = p/q`` (lowest terms): ``(t, u, v, N, G, vectorizable)``.
 
-    sigma2: Fraction
-    t: int           # proposal scale floor(sigma) + 1
-    u: int           # sigma2 / t = v / u in lowest terms
-    v: int
-    C: Fraction      # gamma = D**2 * C with D = |Y| u - v
-    G: int           # isqrt(floor(1/C))
-    kappa: Fraction  # G**2 * C in (0, 1]
-    kappa_digits: np.ndarray  # its first base-256 digits
-    kappa_tail: Fraction      # and the exact remainder after them
-    vectorizable: bool
-
-    @staticmethod
-    def of(sigma2: Fraction) -> "_GaussParam":
-        p, q = sigma2.numerator, sigma2.denominator
-        t = math.isqrt(p // q) + 1  # floor(sqrt(p/q)) = isqrt(floor(p/q))
-        g = math.gcd(p, q * t)
-        u, v = q * t // g, p // g
-        C = Fraction(q, 2 * p * u * u)
-        G = math.isqrt(C.denominator // C.numerator)  # floor(sqrt(floor(1/C))) = floor(sqrt(1/C))
-        kappa = G * G * C if G else Fraction(0)
-        digits, tail = _kappa_expansion(kappa)
-        ok = u < _LIM61 and v < _LIM61 and 1 <= G < _LIM61 and t < _LIM62
-        return _GaussParam(sigma2, t, u, v, C, G, kappa, digits, tail, ok)
+    ``t = floor(sigma) + 1``; ``sigma2 / t = v/u`` in lowest terms; ``gamma = D**2 / N`` with
+    ``D = |Y| u - v`` and the integer ``N = 2 p q (t/g)**2`` (``g = gcd(p, t)``; since
+    ``gcd(p, q) = 1``, ``g = gcd(p, q t)``, so ``u = q t/g``, ``v = p/g`` and
+    ``(|Y| - v/u)**2 / (2 p/q) = D**2 q / (2 p u**2) = D**2 / N``); ``G = isqrt(N)``.
+    """
+    t = math.isqrt(p // q) + 1  # floor(sqrt(p/q)) = isqrt(floor(p/q))
+    g = math.gcd(p, t)
+    u, v = q * (t // g), p // g
+    N = 2 * p * q * (t // g) ** 2
+    G = math.isqrt(N)
+    ok = u < _LIM61 and v < _LIM61 and 1 <= G < _LIM61 and t < _LIM62
+    return t, u, v, N, G, ok
 
 
-def gaussian_vectorizable(sigma2: Fraction) -> bool:
+def gaussian_vectorizable(sigma2: Fraction | float) -> bool:
     """True when ``N_Z(0, sigma2)`` (exact ``sigma2``) runs on the vectorized int64 path."""
-    return _GaussParam.of(sigma2).vectorizable
+    return _gauss_row(*_ratio(sigma2))[-1]
 
 
 class _Columns:
     """Parameter columns of a batch of entries.
 
-    Shared (one parameter for the whole batch): int64 columns are 0-d and ``kdig`` is 1-d.
-    Per entry: columns are 1-d (``kdig`` 2-d) and :meth:`take` restricts them together.
+    Shared (one parameter for the whole batch): every column is 0-d and :meth:`take` is free.
+    Per entry: columns are 1-d (0-d ones are constants) and :meth:`take` restricts them together.
     """
 
     def __init__(self, shared: bool, **cols: np.ndarray) -> None:
@@ -406,7 +403,7 @@ class _Columns:
     def take(self, idx: np.ndarray) -> "_Columns":
         if self.shared:
             return self
-        return _Columns(False, **{k: getattr(self, k)[idx] for k in self._names})
+        return _Columns(False, **{k: _sub(getattr(self, k), idx) for k in self._names})
 
 
 # -- step 5: one attempt of the discrete Laplace (CKS20 Alg. 2) ---------------------------------
@@ -427,9 +424,11 @@ def _laplace_attempt(c: _Columns, m: int, geo: np.ndarray | None,
     U = U[live]
     t, s = _sub(c.t, live), _sub(c.s, live)
     V = geometric_exp1(live.size, source)
-    big = np.flatnonzero(V > (_I64_MAX - U) // t)  # U + t V would leave int64
-    Y = (U + t * V) // s
-    for i in big.tolist():  # probability < exp(-2**63 / t): finish in Python integers
+    big = np.flatnonzero(V > _sub(c.vlim, live))  # U + t V might leave int64
+    Y = U + t * V
+    if s.ndim or int(s) != 1:
+        Y //= s
+    for i in big.tolist():  # probability exp(-vlim) < exp(1 - 2**63 / t): in Python integers
         y = (int(U[i]) + int(_sub(t, i)) * int(V[i])) // int(_sub(s, i))
         if y > _I64_MAX:
             raise OverflowError(f"a discrete Laplace draw ({y}) does not fit in int64")
@@ -443,7 +442,7 @@ def _laplace_attempt(c: _Columns, m: int, geo: np.ndarray | None,
 
 
 # -- step 6: one attempt of the discrete Gaussian (CKS20 Alg. 3) --------------------------------
-def _gauss_accept(y: np.ndarray, c: _Columns, params: Sequence[_GaussParam],
+def _gauss_accept(y: np.ndarray, c: _Columns, table: "_GaussTable",
                   source: OsRandomBytes) -> np.ndarray:
     """Bernoulli(exp(-(|y| - sigma2/t)**2 / (2 sigma2))) per entry, exactly (module step 6)."""
     m = y.size
@@ -455,18 +454,16 @@ def _gauss_accept(y: np.ndarray, c: _Columns, params: Sequence[_GaussParam],
     s = np.maximum((D + c.G - 1) // c.G, 1)
     slow |= s > _S_MAX
     for i in np.flatnonzero(slow).tolist():
-        param = params[int(_sub(c.pid, i))]
-        Dx = int(ay[i]) * param.u - param.v
-        acc[i] = _scalar_rng().bernoulli_exp(Dx * Dx * param.C)
+        row = int(_sub(c.pid, i))
+        Dx = int(ay[i]) * int(table.u[row]) - int(table.v[row])
+        acc[i] = _scalar_rng().bernoulli_exp(Fraction(Dx * Dx, table.N[row]))
     idx = np.flatnonzero(~slow)
     D, s = D[idx], s[idx]
     b = _sub(c.G, idx) * s  # < 2**62 since |D| < 2**61 and G < 2**61
     rem = s * s  # n = s**2 runs of Alg. 1, each on gamma / n <= 1
     k = np.ones(idx.size, dtype=np.int64)
     pid = _sub(c.pid, idx)
-    kdig = c.kdig if c.shared else c.kdig[idx]
-    kappa_one = bool(np.all(c.kone))
-    tails = [p.kappa_tail for p in params]
+    kappa_one = bool(table.kone.all()) or (c.shared and bool(table.kone[int(c.pid)]))
     while idx.size:
         # Bernoulli(gamma / (n k)) = B(|D|/(G s)) AND B(|D|/(G s)) AND B(kappa) AND B(1/k)
         trial = bernoulli_ratio(D, b, idx.size, source)
@@ -474,8 +471,7 @@ def _gauss_accept(y: np.ndarray, c: _Columns, params: Sequence[_GaussParam],
         trial[on] = bernoulli_ratio(D[on], b[on], on.size, source)
         if not kappa_one:
             on = np.flatnonzero(trial)
-            trial[on] = bernoulli_digits(kdig if c.shared else kdig[on], tails, _sub(pid, on),
-                                         on.size, source)
+            trial[on] = bernoulli_digits(table.kdig, _sub(pid, on), table.tails, on.size, source)
         on = np.flatnonzero(trial & (k > 1))
         trial[on] = bernoulli_ratio(1, k[on], on.size, source)
         stop = np.flatnonzero(~trial)
@@ -492,17 +488,15 @@ def _gauss_accept(y: np.ndarray, c: _Columns, params: Sequence[_GaussParam],
         k[keep] += 1
         idx, D, b, rem, k = idx[keep], D[keep], b[keep], rem[keep], k[keep]
         pid = _sub(pid, keep)
-        if not c.shared:
-            kdig = kdig[keep]
     return acc
 
 
-def _gauss_attempt(c: _Columns, m: int, params: Sequence[_GaussParam],
+def _gauss_attempt(c: _Columns, m: int, table: "_GaussTable",
                    source: OsRandomBytes) -> tuple[np.ndarray, np.ndarray]:
     """One attempt of CKS20 Alg. 3 per entry: a Laplace proposal (scale t) and its acceptance."""
     y, ok = _laplace_attempt(c, m, None, source)
     live = np.flatnonzero(ok)
-    ok[live] = _gauss_accept(y[live], c.take(live), params, source)
+    ok[live] = _gauss_accept(y[live], c.take(live), table, source)
     return y, ok
 
 
@@ -554,13 +548,13 @@ def _drive(n: int, columns, attempt, source: OsRandomBytes) -> np.ndarray:
     return out
 
 
-def _distinct(params: np.ndarray) -> tuple[list[Fraction], np.ndarray]:
-    """Distinct exact parameter values and, per entry, the index of its value."""
+def _distinct(params: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """Distinct exact parameter values ``(p, q)`` and, per entry, the index of its value."""
     flat = params.ravel()
     if flat.size and (flat == flat[0]).all():
-        return [_as_fraction(flat[0])], np.zeros(flat.size, dtype=np.int64)
+        return [_ratio(flat[0])], np.zeros(flat.size, dtype=np.int64)
     uniq, inverse = np.unique(flat, return_inverse=True)
-    return [_as_fraction(u) for u in uniq], inverse.ravel().astype(np.int64)
+    return [_ratio(u) for u in uniq.tolist()], inverse.ravel().astype(np.int64)
 
 
 def _sample(params: np.ndarray, table_cls, scalar_draw, source: OsRandomBytes | None) -> np.ndarray:
@@ -583,58 +577,65 @@ def _sample(params: np.ndarray, table_cls, scalar_draw, source: OsRandomBytes | 
             out[fast] = _drive(fast.size, lambda batch: table.columns(pid[batch]), table.attempt,
                                source)
     for i in np.flatnonzero(~fast_entry).tolist():  # exact scalar path, one entry at a time
-        out[i] = scalar_draw(values[int(inverse[i])])
+        out[i] = scalar_draw(Fraction(*values[int(inverse[i])]))
     return out.reshape(params.shape)
 
 
 class _LaplaceTable:
     """Columns ``t``, ``s``, ``tmask`` of the distinct scales ``t/s``."""
 
-    def __init__(self, values: list[Fraction]) -> None:
-        self.vectorizable = np.array([laplace_vectorizable(v) for v in values])
-        rows = [v if ok else Fraction(1) for v, ok in zip(values, self.vectorizable)]
-        self.t = np.array([v.numerator for v in rows], np.int64)
-        self.s = np.array([v.denominator for v in rows], np.int64)
-        self.tmask = np.array([_mask_for(v.numerator) for v in rows], np.int64)
+    def __init__(self, values: list[tuple[int, int]]) -> None:
+        rows = [(t, s) if t < _LIM62 and s < _LIM62 else (1, 1) for t, s in values]
+        self.vectorizable = np.array([t < _LIM62 and s < _LIM62 for t, s in values])
+        self.t = np.array([r[0] for r in rows], np.int64)
+        self.s = np.array([r[1] for r in rows], np.int64)
+        self.tmask = np.array([_mask_for(r[0]) for r in rows], np.int64)
+        self.vlim = np.array([_vlim(r[0]) for r in rows], np.int64)
 
     def columns(self, pid: np.ndarray | None) -> _Columns:
         if pid is None:
-            return _Columns(True, t=self.t[0], s=self.s[0], tmask=self.tmask[0])
-        return _Columns(False, t=self.t[pid], s=self.s[pid], tmask=self.tmask[pid])
+            return _Columns(True, t=self.t[0], s=self.s[0], tmask=self.tmask[0], vlim=self.vlim[0])
+        return _Columns(False, t=self.t[pid], s=self.s[pid], tmask=self.tmask[pid],
+                        vlim=self.vlim[pid])
 
     def attempt(self, c: _Columns, m: int, source: OsRandomBytes):
         return _laplace_attempt(c, m, None, source)
 
 
 class _GaussTable:
-    """Columns of step 6 for the distinct sigma2 values."""
+    """Columns of step 6 for the distinct sigma2 values (see :func:`_gauss_row`)."""
 
-    def __init__(self, values: list[Fraction]) -> None:
-        self.params = [_GaussParam.of(v) for v in values]
-        self.vectorizable = np.array([p.vectorizable for p in self.params])
-        one = _GaussParam.of(Fraction(1))
-        rows = [p if p.vectorizable else one for p in self.params]
-        self.t = np.array([p.t for p in rows], np.int64)
-        self.tmask = np.array([_mask_for(p.t) for p in rows], np.int64)
-        self.u = np.array([p.u for p in rows], np.int64)
-        self.v = np.array([p.v for p in rows], np.int64)
-        self.G = np.array([p.G for p in rows], np.int64)
-        self.ylim = np.array([(_LIM61 - 1 + p.v) // p.u for p in rows], np.int64)
-        self.kdig = np.stack([p.kappa_digits for p in rows])
-        self.kone = np.array([p.kappa == 1 for p in rows])
+    def __init__(self, values: list[tuple[int, int]]) -> None:
+        full = [_gauss_row(p, q) for p, q in values]
+        self.vectorizable = np.array([r[-1] for r in full])
+        rows = [r if r[-1] else _gauss_row(1, 1) for r in full]
+        self.t = np.array([r[0] for r in rows], np.int64)
+        self.tmask = np.array([_mask_for(r[0]) for r in rows], np.int64)
+        self.vlim = np.array([_vlim(r[0]) for r in rows], np.int64)
+        self.u = np.array([r[1] for r in rows], np.int64)
+        self.v = np.array([r[2] for r in rows], np.int64)
+        self.N = [r[3] for r in rows]
+        self.G = np.array([r[4] for r in rows], np.int64)
+        self.ylim = np.array([(_LIM61 - 1 + r[2]) // r[1] for r in rows], np.int64)
+        # kappa = G**2 / N in (0, 1]: digits for the vectorized comparison, exact tails after them
+        expansions = [_kappa_expansion(r[4] * r[4], r[3]) for r in rows]
+        self.kone = np.array([r[4] * r[4] == r[3] for r in rows])
+        self.kdig = np.frombuffer(b"".join(e[0] for e in expansions), np.uint8).reshape(
+            len(rows), _KAPPA_DIGITS).astype(np.int64)
+        self.kdig[self.kone] = 256  # kappa = 1: a digit no byte reaches, so always True
+        self.tails = [e[1] for e in expansions]
 
     def columns(self, pid: np.ndarray | None) -> _Columns:
         one = np.array(1, np.int64)
         if pid is None:
-            return _Columns(True, t=self.t[0], s=one, tmask=self.tmask[0], u=self.u[0],
-                            v=self.v[0], G=self.G[0], ylim=self.ylim[0], kdig=self.kdig[0],
-                            kone=self.kone[0], pid=np.array(0, np.int64))
-        return _Columns(False, t=self.t[pid], s=np.broadcast_to(one, pid.shape),
-                        tmask=self.tmask[pid], u=self.u[pid], v=self.v[pid], G=self.G[pid],
-                        ylim=self.ylim[pid], kdig=self.kdig[pid], kone=self.kone[pid], pid=pid)
+            return _Columns(True, t=self.t[0], s=one, tmask=self.tmask[0], vlim=self.vlim[0],
+                            u=self.u[0], v=self.v[0], G=self.G[0], ylim=self.ylim[0],
+                            pid=np.array(0, np.int64))
+        return _Columns(False, t=self.t[pid], s=one, tmask=self.tmask[pid], vlim=self.vlim[pid],
+                        u=self.u[pid], v=self.v[pid], G=self.G[pid], ylim=self.ylim[pid], pid=pid)
 
     def attempt(self, c: _Columns, m: int, source: OsRandomBytes):
-        return _gauss_attempt(c, m, self.params, source)
+        return _gauss_attempt(c, m, self, source)
 
 
 # -- public entry points -------------------------------------------------------------------------
