@@ -91,7 +91,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 __all__ = [
-    "OsRandomBytes", "bernoulli_ratio", "bernoulli_digits", "uniform_below", "bernoulli_exp_ratio",
+    "OsRandomBytes", "bernoulli_ratio", "KappaTable", "bernoulli_digits", "uniform_below", "bernoulli_exp_ratio",
     "geometric_exp1", "discrete_laplace", "discrete_gaussian", "laplace", "CHUNK",
     "laplace_vectorizable", "gaussian_vectorizable",
 ]
@@ -180,65 +180,102 @@ def bernoulli_ratio(num: np.ndarray | int, den: np.ndarray | int, n: int,
         tie = np.flatnonzero(r == digit)
         if tie.size == 0:
             return out
-        # equal digits (probability 2**-w each): compare the next digit of the remainder
+        # equal digits (probability 2**-w each): compare the next digit of the remainder; a
+        # zero remainder means num/den is exactly the U read so far, so U >= num/den: False
         x = _sub(shifted, tie) - _sub(digit, tie) * _sub(den, tie)
+        if x.ndim == 0:
+            if int(x) == 0:
+                return out
+        else:
+            go = np.flatnonzero(x)
+            if go.size < tie.size:
+                tie, x = tie[go], x[go]
+        if tie.size == 0:
+            return out
         den = _sub(den, tie)
         idx = tie if idx is None else idx[tie]
         m = tie.size
 
 
 def _kappa_expansion(num: int, den: int) -> tuple[bytes, tuple[int, int]]:
-    """The first base-256 digits of ``kappa = num/den`` in ``(0, 1]`` (as bytes) and the exact
-    remainder ``frac(kappa * 256**L)`` after them, as ``(numerator, denominator)``.
-
-    For ``kappa == 1`` the digits are meaningless: callers treat it apart (always True).
-    """
-    if num == den:
-        return bytes(_KAPPA_DIGITS), (0, 1)
+    """The first base-256 digits of ``kappa = num/den`` in ``(0, 1)`` (as bytes) and the exact
+    remainder ``frac(kappa * 256**L)`` after them, as ``(numerator, denominator)``."""
     scaled = num << (8 * _KAPPA_DIGITS)
     head = scaled // den
     return head.to_bytes(_KAPPA_DIGITS, "big"), (scaled - head * den, den)
 
 
-def bernoulli_digits(digits: np.ndarray, row: np.ndarray, tails: Sequence[tuple[int, int]],
-                     n: int, source: OsRandomBytes) -> np.ndarray:
+class KappaTable:
+    """Base-256 expansions of constants ``kappa_i = num_i / den_i`` in ``(0, 1]``, one per row.
+
+    ``digits[i]`` holds the first ``L`` digits (for ``kappa = 1``: the digit 256, which no byte
+    reaches, so the draw is always True); ``tails[i]`` the exact remainder after them;
+    ``stop[i]`` the number of digits after which the remainder is zero (``L + 1`` when it never
+    is within the table): a tie on the last of them decides False, as ``U >= kappa`` then.
+    """
+
+    def __init__(self, ratios: Sequence[tuple[int, int]]) -> None:
+        digits, tails, stop = [], [], []
+        for num, den in ratios:
+            if num == den:
+                digits.append(bytes(_KAPPA_DIGITS))
+                tails.append((0, 1))
+                stop.append(_KAPPA_DIGITS + 1)
+                continue
+            head, tail = _kappa_expansion(num, den)
+            digits.append(head)
+            tails.append(tail)
+            stop.append(len(head.rstrip(b"\0")) if tail[0] == 0 else _KAPPA_DIGITS + 1)
+        self.digits = np.frombuffer(b"".join(digits), np.uint8).reshape(
+            len(ratios), _KAPPA_DIGITS).astype(np.int64)
+        self.one = np.array([num == den for num, den in ratios], dtype=bool)
+        self.digits[self.one] = 256
+        self.tails = tails
+        self.stop = np.array(stop, dtype=np.int64)
+
+
+def bernoulli_digits(kappas: KappaTable, row: np.ndarray, n: int,
+                     source: OsRandomBytes) -> np.ndarray:
     """Exact ``Bernoulli(kappa)`` from kappa's precomputed base-256 expansion.
 
     Args:
-        digits: shape ``(P, L)``: the first ``L`` base-256 digits of ``P`` distinct kappas
-            (a digit 256, which no byte reaches, makes the draw always True: kappa = 1).
+        kappas: the expansions.
         row: int array of shape ``()`` (one kappa for all entries) or ``(n,)``: each entry's row.
-        tails: per row, the exact remainder ``frac(kappa * 256**L)`` as ``(numerator,
-            denominator)``.
         n: number of entries.
 
-    Random bytes are compared with kappa's digits; after ``L`` equal digits (probability
-    ``256**-L``) the comparison continues exactly against the remainder, in Python integers.
+    Random bytes are compared with kappa's digits (a lazy comparison of a uniform ``U`` with
+    ``kappa``, step 1); after ``L`` equal digits (probability ``256**-L``) the comparison
+    continues exactly against the remainder, in Python integers.
     """
     out = np.empty(n, dtype=bool)
     idx = np.arange(n)
     shared = row.ndim == 0
+    digits = kappas.digits
     for j in range(digits.shape[1]):
         if idx.size == 0:
             return out
         r = source.uint8(idx.size)
         d = digits[int(row), j] if shared else digits[row[idx], j]
         out[idx] = r < d
-        idx = idx[np.flatnonzero(r == d)]
-    for i in idx.tolist():  # all L digits equal: probability 2**-128
-        out[i] = _scalar_bernoulli(*tails[int(row if shared else row[i])], source)
+        tie = np.flatnonzero(r == d)
+        stop = kappas.stop[int(row)] if shared else kappas.stop[row[idx[tie]]]
+        idx = idx[tie[stop > j + 1]] if not shared else (idx[tie] if stop > j + 1 else idx[:0])
+    # all L digits equal (probability 2**-128): go on against the exact remainders, in Python
+    # integers, one byte per undecided entry per round (as in the vectorized rounds)
+    pending = [(i, *kappas.tails[int(row if shared else row[i])]) for i in idx.tolist()]
+    while pending:
+        still = []
+        for (i, x, b), r in zip(pending, source.uint8(len(pending)).tolist()):
+            x <<= 8
+            digit = x // b
+            if r != digit:
+                out[i] = r < digit
+            elif x == digit * b:  # zero remainder: kappa equals the U read so far
+                out[i] = False
+            else:
+                still.append((i, x - digit * b, b))
+        pending = still
     return out
-
-
-def _scalar_bernoulli(x: int, b: int, source: OsRandomBytes) -> bool:
-    """Exact Bernoulli(x/b) for integers ``0 <= x < b``, digit by digit in Python integers."""
-    while True:
-        x <<= 8
-        digit = x // b
-        r = int(source.uint8(1)[0])
-        if r != digit:
-            return r < digit
-        x -= digit * b
 
 
 # -- step 2: uniform integers ----------------------------------------------------------------------
@@ -463,7 +500,8 @@ def _gauss_accept(y: np.ndarray, c: _Columns, table: "_GaussTable",
     rem = s * s  # n = s**2 runs of Alg. 1, each on gamma / n <= 1
     k = np.ones(idx.size, dtype=np.int64)
     pid = _sub(c.pid, idx)
-    kappa_one = bool(table.kone.all()) or (c.shared and bool(table.kone[int(c.pid)]))
+    kappas = table.kappas
+    kappa_one = bool(kappas.one.all()) or (c.shared and bool(kappas.one[int(c.pid)]))
     while idx.size:
         # Bernoulli(gamma / (n k)) = B(|D|/(G s)) AND B(|D|/(G s)) AND B(kappa) AND B(1/k)
         trial = bernoulli_ratio(D, b, idx.size, source)
@@ -471,7 +509,7 @@ def _gauss_accept(y: np.ndarray, c: _Columns, table: "_GaussTable",
         trial[on] = bernoulli_ratio(D[on], b[on], on.size, source)
         if not kappa_one:
             on = np.flatnonzero(trial)
-            trial[on] = bernoulli_digits(table.kdig, _sub(pid, on), table.tails, on.size, source)
+            trial[on] = bernoulli_digits(kappas, _sub(pid, on), on.size, source)
         on = np.flatnonzero(trial & (k > 1))
         trial[on] = bernoulli_ratio(1, k[on], on.size, source)
         stop = np.flatnonzero(~trial)
@@ -617,13 +655,7 @@ class _GaussTable:
         self.N = [r[3] for r in rows]
         self.G = np.array([r[4] for r in rows], np.int64)
         self.ylim = np.array([(_LIM61 - 1 + r[2]) // r[1] for r in rows], np.int64)
-        # kappa = G**2 / N in (0, 1]: digits for the vectorized comparison, exact tails after them
-        expansions = [_kappa_expansion(r[4] * r[4], r[3]) for r in rows]
-        self.kone = np.array([r[4] * r[4] == r[3] for r in rows])
-        self.kdig = np.frombuffer(b"".join(e[0] for e in expansions), np.uint8).reshape(
-            len(rows), _KAPPA_DIGITS).astype(np.int64)
-        self.kdig[self.kone] = 256  # kappa = 1: a digit no byte reaches, so always True
-        self.tails = [e[1] for e in expansions]
+        self.kappas = KappaTable([(r[4] * r[4], r[3]) for r in rows])  # kappa = G**2 / N
 
     def columns(self, pid: np.ndarray | None) -> _Columns:
         one = np.array(1, np.int64)
