@@ -589,6 +589,11 @@ def _drive(n: int, columns, attempt, source: OsRandomBytes) -> np.ndarray:
 def _distinct(params: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
     """Distinct exact parameter values ``(p, q)`` and, per entry, the index of its value."""
     flat = params.ravel()
+    if flat.dtype == object:  # Fractions: hash them (sorting Fractions would be slow)
+        index: dict = {}
+        inverse = np.fromiter((index.setdefault(v, len(index)) for v in flat.tolist()),
+                              dtype=np.int64, count=flat.size)
+        return [_ratio(v) for v in index], inverse
     if flat.size and (flat == flat[0]).all():
         return [_ratio(flat[0])], np.zeros(flat.size, dtype=np.int64)
     uniq, inverse = np.unique(flat, return_inverse=True)
