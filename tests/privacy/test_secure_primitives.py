@@ -214,8 +214,9 @@ def test_gaussian_constants_are_exact() -> None:
                    Fraction(1 / (2 * 0.00123)), Fraction(7, 3), Fraction(2**59 + 1, 2**58)]:
         t, u, v, N, G, ok = ss._gauss_row(sigma2.numerator, sigma2.denominator)
         assert ok
-        assert (t - 1) ** 2 <= sigma2 < t ** 2  # t = floor(sigma) + 1
-        assert Fraction(v, u) == sigma2 / t and math.gcd(u, v) == 1
+        # t = max(1, round(sigma)): sigma in [t - 1/2, t + 1/2), or t = 1 for sigma < 3/2
+        assert (2 * t - 1) ** 2 <= 4 * sigma2 < (2 * t + 1) ** 2 or (t == 1 and 4 * sigma2 < 9)
+        assert Fraction(v, u) == sigma2 / t
         assert G * G <= N < (G + 1) ** 2
         for y in [0, 1, 2, t, 5 * t + 3]:
             D = y * u - v
@@ -226,7 +227,8 @@ def test_vectorizable_bounds() -> None:
     assert ss.gaussian_vectorizable(1e6) and ss.gaussian_vectorizable(2.0 ** -9)
     assert ss.gaussian_vectorizable(0.1) and ss.gaussian_vectorizable(1 / (2 * 0.00123))
     assert not ss.gaussian_vectorizable(Fraction(10**30 + 1, 10**29))
-    assert not ss.gaussian_vectorizable(2.0 ** 70)
+    assert not ss.gaussian_vectorizable(Fraction(2**70 + 1))  # v = sigma2 / gcd(p, t) > 2**61
+    assert ss.gaussian_vectorizable(2.0 ** 70)  # a power of two reduces well (v = 2**51)
     assert ss.laplace_vectorizable(1 / 0.3) and ss.laplace_vectorizable(2.0 ** 61)
     assert not ss.laplace_vectorizable(2.0 ** 62)
     assert not ss.laplace_vectorizable(Fraction(10**30 + 1, 10**29))
