@@ -150,6 +150,11 @@ def _random_bits(source, n: int) -> np.ndarray:
     return np.unpackbits(source.uint8((n + 7) // 8), count=n).view(bool)
 
 
+def _where(mask: np.ndarray) -> np.ndarray:
+    """Indices of the True entries of a 1-d bool array (``np.flatnonzero`` without its wrappers)."""
+    return mask.nonzero()[0]
+
+
 def _sub(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """``x`` restricted to ``idx`` when ``x`` is per entry; a shared 0-d value stays as it is."""
     return x if x.ndim == 0 else x[idx]
@@ -185,7 +190,7 @@ def bernoulli_ratio(num: np.ndarray | int, den: np.ndarray | int, n: int,
             np.less(r, digit, out=out)
         else:
             out[idx] = r < digit
-        tie = np.flatnonzero(r == digit)
+        tie = _where(r == digit)
         if tie.size == 0:
             return out
         # equal digits (probability 2**-w each): compare the next digit of the remainder; a
@@ -195,7 +200,7 @@ def bernoulli_ratio(num: np.ndarray | int, den: np.ndarray | int, n: int,
             if int(x) == 0:
                 return out
         else:
-            go = np.flatnonzero(x)
+            go = _where(x)
             if go.size < tie.size:
                 tie, x = tie[go], x[go]
         if tie.size == 0:
@@ -265,7 +270,7 @@ def bernoulli_digits(kappas: KappaTable, row: np.ndarray, n: int,
         r = source.uint8(idx.size)
         d = digits[int(row), j] if shared else digits[row[idx], j]
         out[idx] = r < d
-        tie = np.flatnonzero(r == d)
+        tie = _where(r == d)
         stop = kappas.stop[int(row)] if shared else kappas.stop[row[idx[tie]]]
         idx = idx[tie[stop > j + 1]] if not shared else (idx[tie] if stop > j + 1 else idx[:0])
     # all L digits equal (probability 2**-128): go on against the exact remainders, in Python
@@ -308,10 +313,10 @@ def uniform_below(m: np.ndarray | int, mask: np.ndarray | int, n: int, source: O
         if mask.ndim:
             w &= mask[idx]
         accepted = w < _sub(m, idx)
-        good = np.flatnonzero(accepted)
+        good = _where(accepted)
         out[idx[good]] = w[good]
         ok[idx[good]] = True
-        idx = idx[np.flatnonzero(~accepted)]
+        idx = idx[_where(~accepted)]
         rounds += 1
     return out, ok
 
@@ -332,11 +337,11 @@ def bernoulli_exp_ratio(a: np.ndarray | int, b: np.ndarray | int, n: int,
     while idx.size:
         trial = bernoulli_ratio(_sub(a, idx), _sub(b, idx), idx.size, source)  # B(gamma)
         if k > 1:
-            on = np.flatnonzero(trial)
+            on = _where(trial)
             trial[on] = bernoulli_ratio(1, k, on.size, source)  # AND B(1/k)
-        stopped = np.flatnonzero(~trial)
+        stopped = _where(~trial)
         out[idx[stopped]] = k % 2 == 1  # K = k: success iff K is odd
-        idx = idx[np.flatnonzero(trial)]
+        idx = idx[_where(trial)]
         k += 1
     return out
 
@@ -349,9 +354,9 @@ def bernoulli_exp1(n: int, source: OsRandomBytes) -> np.ndarray:
     k = 2  # Alg. 1's k = 1 draw is Bernoulli(1): always True
     while idx.size:
         trial = bernoulli_ratio(1, k, idx.size, source)  # B(1/k)
-        stopped = np.flatnonzero(~trial)
+        stopped = _where(~trial)
         out[idx[stopped]] = k % 2 == 1
-        idx = idx[np.flatnonzero(trial)]
+        idx = idx[_where(trial)]
         k += 1
     return out
 
@@ -369,7 +374,7 @@ def geometric_exp1(n: int, source: OsRandomBytes) -> np.ndarray:
     while filled < n:
         need = n - filled
         pool = bernoulli_exp1(need + need // 2 + need // 8 + 32, source)  # ~1.58 draws per run
-        fails = np.flatnonzero(~pool)
+        fails = _where(~pool)
         if fails.size == 0:
             carry += pool.size
             continue
@@ -469,14 +474,14 @@ def _laplace_attempt(c: _Columns, m: int, geo: np.ndarray | None,
     output of Alg. 2's loop.
     """
     U, ok = uniform_below(c.t, c.tmask, m, source, max_rounds=2)
-    cand = np.flatnonzero(ok)
+    cand = _where(ok)
     kept = bernoulli_exp_ratio(U[cand], _sub(c.t, cand), cand.size, source)
     ok[cand] = kept
-    live = cand[np.flatnonzero(kept)]
+    live = cand[_where(kept)]
     U = U[live]
     t, s = _sub(c.t, live), _sub(c.s, live)
     V = geometric_exp1(live.size, source)
-    big = np.flatnonzero(V > _sub(c.vlim, live))  # U + t V might leave int64
+    big = _where(V > _sub(c.vlim, live))  # U + t V might leave int64
     Y = U + t * V
     if s.ndim or int(s) != 1:
         Y //= s
@@ -486,7 +491,7 @@ def _laplace_attempt(c: _Columns, m: int, geo: np.ndarray | None,
             raise OverflowError(f"a discrete Laplace draw ({y}) does not fit in int64")
         Y[i] = y
     neg = _random_bits(source, live.size)
-    ok[live[np.flatnonzero(neg & (Y == 0))]] = False  # -0: retry, so 0 is not counted twice
+    ok[live[_where(neg & (Y == 0))]] = False  # -0: retry, so 0 is not counted twice
     np.negative(Y, out=Y, where=neg)
     values = np.zeros(m, dtype=np.int64)
     values[live] = Y
@@ -505,11 +510,11 @@ def _gauss_accept(y: np.ndarray, c: _Columns, table: "_GaussTable",
     D[slow] = 0
     s = np.maximum((D + c.G - 1) // c.G, 1)
     slow |= s > _S_MAX
-    for i in np.flatnonzero(slow).tolist():
+    for i in _where(slow).tolist():
         row = int(_sub(c.pid, i))
         Dx = int(ay[i]) * int(table.u[row]) - int(table.v[row])
         acc[i] = _scalar_rng().bernoulli_exp(Fraction(Dx * Dx, table.N[row]))
-    idx = np.flatnonzero(~slow)
+    idx = _where(~slow)
     D, s = D[idx], s[idx]
     b = _sub(c.G, idx) * s  # < 2**62 since |D| < 2**61 and G < 2**61
     rem = s * s  # n = s**2 runs of Alg. 1, each on gamma / n <= 1
@@ -520,14 +525,14 @@ def _gauss_accept(y: np.ndarray, c: _Columns, table: "_GaussTable",
     while idx.size:
         # Bernoulli(gamma / (n k)) = B(|D|/(G s)) AND B(|D|/(G s)) AND B(kappa) AND B(1/k)
         trial = bernoulli_ratio(D, b, idx.size, source)
-        on = np.flatnonzero(trial)
+        on = _where(trial)
         trial[on] = bernoulli_ratio(D[on], b[on], on.size, source)
         if not kappa_one:
-            on = np.flatnonzero(trial)
+            on = _where(trial)
             trial[on] = bernoulli_digits(kappas, _sub(pid, on), on.size, source)
-        on = np.flatnonzero(trial & (k > 1))
+        on = _where(trial & (k > 1))
         trial[on] = bernoulli_ratio(1, k[on], on.size, source)
-        stop = np.flatnonzero(~trial)
+        stop = _where(~trial)
         odd = (k[stop] & 1) == 1
         acc[idx[stop[~odd]]] = False  # K even: this run of Alg. 1 failed: reject
         passed = stop[odd]  # K odd: this factor exp(-gamma/n) succeeded
@@ -535,7 +540,7 @@ def _gauss_accept(y: np.ndarray, c: _Columns, table: "_GaussTable",
         acc[idx[passed[rem[passed] == 0]]] = True  # all n factors succeeded: accept
         restart = passed[rem[passed] > 0]
         k[restart] = 0  # the next run of Alg. 1 starts at k = 1 (incremented below)
-        keep = np.flatnonzero(trial)
+        keep = _where(trial)
         if restart.size:
             keep = np.sort(np.concatenate((keep, restart)))
         k[keep] += 1
@@ -548,13 +553,14 @@ def _gauss_attempt(c: _Columns, m: int, table: "_GaussTable",
                    source: OsRandomBytes) -> tuple[np.ndarray, np.ndarray]:
     """One attempt of CKS20 Alg. 3 per entry: a Laplace proposal (scale t) and its acceptance."""
     y, ok = _laplace_attempt(c, m, None, source)
-    live = np.flatnonzero(ok)
+    live = _where(ok)
     ok[live] = _gauss_accept(y[live], c.take(live), table, source)
     return y, ok
 
 
 # -- driver: full batches of attempts, tails replicated, chunks interruptible -------------------
 _MAX_REPLICAS = 16
+_TAIL_ATTEMPTS = 8192  # attempts per round once the fresh entries are used up
 _SCALAR = None
 
 
@@ -586,18 +592,19 @@ def _drive(n: int, columns, attempt, source: OsRandomBytes) -> np.ndarray:
             fresh += new.size
             batch = np.concatenate((pending, new))
             values, ok = attempt(columns(batch), batch.size, source)
-            good = np.flatnonzero(ok)
+            good = _where(ok)
             out[batch[good]] = values[good]
-            pending = batch[np.flatnonzero(~ok)]
+            pending = batch[_where(~ok)]
             continue
-        reps = max(1, min(_MAX_REPLICAS, CHUNK // pending.size))
+        # enough replicas to avoid many tiny rounds, not so many that most of them are wasted
+        reps = max(1, min(_MAX_REPLICAS, _TAIL_ATTEMPTS // pending.size))
         batch = np.tile(pending, reps)
         values, ok = attempt(columns(batch), batch.size, source)
         hit = ok.reshape(reps, pending.size)
-        done = np.flatnonzero(hit.any(axis=0))
+        done = _where(hit.any(axis=0))
         first = hit[:, done].argmax(axis=0)  # first successful replica of each finished entry
         out[pending[done]] = values[first * pending.size + done]
-        pending = pending[np.flatnonzero(~hit.any(axis=0))]
+        pending = pending[_where(~hit.any(axis=0))]
     return out
 
 
@@ -650,12 +657,12 @@ def _sample(params: np.ndarray, table_cls, scalar_draw, source: OsRandomBytes | 
     values, inverse = _distinct(params.ravel())
     table = table_cls(values)
     fast_entry = table.vectorizable[inverse]
-    fast = np.flatnonzero(fast_entry)
+    fast = _where(fast_entry)
     if fast.size:
         pid = inverse[fast]
         out[fast] = _drive(fast.size, lambda batch: table.columns(pid[batch]), table.attempt,
                            source)
-    for i in np.flatnonzero(~fast_entry).tolist():  # exact scalar path, one entry at a time
+    for i in _where(~fast_entry).tolist():  # exact scalar path, one entry at a time
         out[i] = scalar_draw(Fraction(*values[int(inverse[i])]))
     return out.reshape(params.shape)
 
