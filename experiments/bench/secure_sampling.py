@@ -15,7 +15,8 @@ Rates are draws per CPU-second of this process (``time.process_time``; every sam
 single-threaded, so this is per core and robust to other jobs on a shared machine) and per
 wall-second; each figure is the best of ``--repeats`` runs. The slow samplers run on fewer draws
 (their per-draw cost does not depend on the size). Also printed: random bytes per draw, per-entry
-parameters (10 and 100,000 distinct values among 10^6 entries) and the Ctrl-C latency: how long
+parameters (10 and 100,000 distinct values among 10^6 entries), the memory of a large draw (bounded
+temporaries: the work is chunked) and the Ctrl-C latency: how long
 after a SIGINT a large secure draw stops (vectorized; OpenDP in chunks of ``CALL_SIZE`` calls).
 
 Usage: ``python experiments/bench/secure_sampling.py [--quick] [--repeats 3]``.
@@ -103,6 +104,20 @@ def per_entry(repeats: int) -> None:
         print(f"  {distinct:>7d} distinct values: discrete Gaussian {fmt(g)}, discrete Laplace {fmt(lap)}")
 
 
+def memory() -> None:
+    import tracemalloc
+
+    print("\nmemory of one vectorized secure draw (tracemalloc peak; the int64 output is 8 bytes a draw)")
+    for n in (1_000_000, 10_000_000):
+        tracemalloc.start()
+        out = discrete_gaussian(1e4, n, SecureRandom())
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"  {n:>10d} draws: peak {peak / 2**20:7.1f} MiB = output {out.nbytes / 2**20:6.1f} MiB "
+              f"+ {(peak - out.nbytes) / 2**20:5.1f} MiB of per-chunk temporaries")
+        del out
+
+
 def interrupt_latency(draw, delay: float = 1.0) -> tuple[float, bool]:
     """Seconds from a SIGINT (sent ``delay`` s into ``draw()``) to the KeyboardInterrupt."""
     sent: list[float] = []
@@ -159,6 +174,7 @@ def main() -> None:
     compare("laplace", SCALES, sizes, args.repeats)
     sizes_scan(args.repeats, args.quick)
     per_entry(1 if args.quick else args.repeats)
+    memory()
     if not args.no_latency:
         latency()
 

@@ -101,12 +101,11 @@ def _positive_param(name: str, value: object, size: Size) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise PrivacyParameterError(f"{name} must be a positive number or array, got {value!r}") \
             from exc
-    arr = _broadcast(name, arr, value, _shape_of(size, arr.shape))
-    bad = ~(np.isfinite(arr) & (arr > 0))
+    bad = ~(np.isfinite(arr) & (arr > 0))  # checked before broadcasting: no size-long temporaries
     if bad.any():
         first = arr[bad].flat[0]
         raise PrivacyParameterError(f"{name} must be finite and > 0, got {first!r}")
-    return arr
+    return _broadcast(name, arr, value, _shape_of(size, arr.shape))
 
 
 def _param(name: str, value: object, size: Size, secure: bool) -> np.ndarray:

@@ -574,7 +574,8 @@ def _scalar_rng():
     return _SCALAR
 
 
-def _drive(n: int, columns, attempt, source: OsRandomBytes) -> np.ndarray:
+def _drive(n: int, columns, attempt, source: OsRandomBytes,
+           out: np.ndarray | None = None) -> np.ndarray:
     """Run ``attempt`` over batches of about :data:`CHUNK` entries until every entry succeeded.
 
     Each batch holds the entries whose last attempt failed plus fresh entries, so batches stay
@@ -583,7 +584,7 @@ def _drive(n: int, columns, attempt, source: OsRandomBytes) -> np.ndarray:
     every case an entry's value is that of its first successful attempt in a sequence of
     independent attempts, i.e. exactly the output of the sequential rejection loop.
     """
-    out = np.empty(n, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64) if out is None else out
     pending = np.empty(0, dtype=np.int64)
     fresh = 0
     while pending.size or fresh < n:
@@ -649,7 +650,7 @@ def _sample(params: np.ndarray, table_cls, scalar_draw, source: OsRandomBytes | 
         table = table_cls([ratio])
         if table.vectorizable[0]:
             shared = table.columns(None)
-            out[:] = _drive(n, lambda batch: shared, table.attempt, source)
+            _drive(n, lambda batch: shared, table.attempt, source, out=out)
         else:
             for i in range(n):  # exact scalar path, one entry at a time (interruptible)
                 out[i] = scalar_draw(Fraction(*ratio))
@@ -758,5 +759,5 @@ def laplace(scale: np.ndarray, source: OsRandomBytes | None = None) -> np.ndarra
     _, exponent = np.frexp(base)  # exact: scale in [2**(e-1), 2**e)
     k = exponent.astype(np.int64) - 1 - _LAPLACE_GRID_BITS
     grid = np.ldexp(base, -k)  # exact power-of-two rescaling of a normal float
-    z = discrete_laplace(np.broadcast_to(grid, scale.shape), source)
-    return np.ldexp(z.astype(np.float64), k)  # exact while |z| < 2**53 (all but ~exp(-4096))
+    z = discrete_laplace(np.broadcast_to(grid, scale.shape), source).astype(np.float64)
+    return np.ldexp(z, k, out=z)  # exact while |z| < 2**53 (all but ~exp(-4096))
