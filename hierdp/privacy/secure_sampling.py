@@ -99,8 +99,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 __all__ = [
-    "OsRandomBytes", "bernoulli_ratio", "KappaTable", "bernoulli_digits", "uniform_below", "bernoulli_exp_ratio",
-    "geometric_exp1", "discrete_laplace", "discrete_gaussian", "laplace", "CHUNK",
+    "OsRandomBytes", "bernoulli_ratio", "KappaTable", "bernoulli_digits", "uniform_below",
+    "bernoulli_exp_ratio", "bernoulli_exp1", "geometric_exp1", "discrete_laplace",
+    "discrete_gaussian", "laplace", "CHUNK",
     "laplace_vectorizable", "gaussian_vectorizable",
 ]
 
@@ -294,7 +295,8 @@ def bernoulli_digits(kappas: KappaTable, row: np.ndarray, n: int,
 # -- step 2: uniform integers ----------------------------------------------------------------------
 def uniform_below(m: np.ndarray | int, mask: np.ndarray | int, n: int, source: OsRandomBytes,
                   max_rounds: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Uniform integers on ``[0, m)`` by rejection (``1 <= m < 2**62``, ``mask = 2**bitlen(m-1) - 1``).
+    """Uniform integers on ``[0, m)`` by rejection (``1 <= m < 2**62``,
+    ``mask = 2**bitlen(m - 1) - 1``).
 
     ``m`` and ``mask`` are int64 arrays of length ``n`` or shared scalars. Returns ``(values, ok)``;
     with ``max_rounds`` an entry may stay unresolved (``ok`` False, probability < 2**-max_rounds):
@@ -383,7 +385,7 @@ def geometric_exp1(n: int, source: OsRandomBytes) -> np.ndarray:
         runs[0] += carry
         out[filled:filled + use] = runs
         filled += use
-        carry = pool.size - 1 - int(fails[-1])  # only used when the pool ran out (use == fails.size)
+        carry = pool.size - 1 - int(fails[-1])  # used only if the pool ran out (use == fails.size)
     return out
 
 
@@ -420,13 +422,14 @@ def _gauss_row(p: int, q: int) -> tuple[int, int, int, int, int, bool]:
     """Step 6 constants for ``sigma2 = p/q`` (lowest terms): ``(t, u, v, N, G, vectorizable)``.
 
     ``t = max(1, round(sigma))`` (exactly: ``a = floor(sigma) = isqrt(floor(p/q))``, plus one
-    when ``sigma >= a + 1/2``, i.e. ``4 p >= (2a + 1)**2 q``); ``sigma2 / t = v/u`` (``g = gcd(p, t)``; since ``gcd(p, q) = 1``,
-    ``g = gcd(p, q t)`` and ``v/u = (p/g) / (q t/g)``, both scaled by the same power of two
-    ``M``); then ``gamma = (|Y| - v/u)**2 / (2 p/q) = D**2 / N`` with ``D = |Y| u - v`` and the
-    integer ``N = 2 p q (M t/g)**2``; ``G = isqrt(N)``. ``M`` brings ``u t`` near ``2**52``:
-    ``G`` becomes large, so ``kappa = G**2 / N >= (1 - 1/G)**2`` is practically 1 (cheap to
-    draw), while ``|D| < 2**61`` still holds for every ``|Y| <= 2**9 t`` (the proposal exceeds
-    that with probability ``exp(-512)``; beyond it the test runs in Python integers).
+    when ``sigma >= a + 1/2``, i.e. ``4 p >= (2a + 1)**2 q``). ``sigma2 / t = v/u`` with
+    ``u = M q t/g`` and ``v = M p/g`` (``g = gcd(p, t)``, which is ``gcd(p, q t)`` as
+    ``gcd(p, q) = 1``; ``M`` a power of two). Then ``gamma = (|Y| - v/u)**2 / (2 p/q) = D**2 / N``
+    with ``D = |Y| u - v`` and the integer ``N = 2 p q (M t/g)**2``; ``G = isqrt(N)``. ``M``
+    brings ``u t`` up to about ``2**52`` when it is smaller: ``G`` is then large, so
+    ``kappa = G**2 / N >= (1 - 1/G)**2`` is practically 1 (cheap to draw), while
+    ``ylim = (2**61 - 1 + v) // u``, the largest ``|Y|`` with ``|D| < 2**61``, stays at least
+    ``2**9 t`` (see the module docstring for the float ranges).
     """
     a = math.isqrt(p // q)  # floor(sqrt(p/q)) = isqrt(floor(p/q))
     t = max(1, a + 1 if 4 * p >= (2 * a + 1) ** 2 * q else a)
@@ -464,8 +467,7 @@ class _Columns:
 
 
 # -- step 5: one attempt of the discrete Laplace (CKS20 Alg. 2) ---------------------------------
-def _laplace_attempt(c: _Columns, m: int, geo: np.ndarray | None,
-                     source: OsRandomBytes) -> tuple[np.ndarray, np.ndarray]:
+def _laplace_attempt(c: _Columns, m: int, source: OsRandomBytes) -> tuple[np.ndarray, np.ndarray]:
     """One attempt of CKS20 Alg. 2 per entry (scale ``t/s``): ``(values, ok)``.
 
     An attempt fails when ``U`` is not resolved in two rounds, is not kept (probability
@@ -552,7 +554,7 @@ def _gauss_accept(y: np.ndarray, c: _Columns, table: "_GaussTable",
 def _gauss_attempt(c: _Columns, m: int, table: "_GaussTable",
                    source: OsRandomBytes) -> tuple[np.ndarray, np.ndarray]:
     """One attempt of CKS20 Alg. 3 per entry: a Laplace proposal (scale t) and its acceptance."""
-    y, ok = _laplace_attempt(c, m, None, source)
+    y, ok = _laplace_attempt(c, m, source)
     live = _where(ok)
     ok[live] = _gauss_accept(y[live], c.take(live), table, source)
     return y, ok
@@ -686,7 +688,7 @@ class _LaplaceTable:
                         vlim=self.vlim[pid])
 
     def attempt(self, c: _Columns, m: int, source: OsRandomBytes):
-        return _laplace_attempt(c, m, None, source)
+        return _laplace_attempt(c, m, source)
 
 
 class _GaussTable:
@@ -720,8 +722,9 @@ class _GaussTable:
 
 
 # -- public entry points -------------------------------------------------------------------------
-def discrete_laplace(scale: np.ndarray | Iterable, source: OsRandomBytes | None = None) -> np.ndarray:
-    """Exact discrete Laplace noise, ``P(z) ∝ exp(-|z| / scale)``, one draw per entry of ``scale``.
+def discrete_laplace(scale: np.ndarray | Iterable,
+                     source: OsRandomBytes | None = None) -> np.ndarray:
+    """Exact discrete Laplace noise ``P(z) ∝ exp(-|z| / scale)``, one draw per entry of ``scale``.
 
     Args:
         scale: array (any shape) of positive floats (taken at their exact binary value), ints or
@@ -735,7 +738,8 @@ def discrete_laplace(scale: np.ndarray | Iterable, source: OsRandomBytes | None 
                    lambda v: _scalar_rng().discrete_laplace(v), source)
 
 
-def discrete_gaussian(sigma2: np.ndarray | Iterable, source: OsRandomBytes | None = None) -> np.ndarray:
+def discrete_gaussian(sigma2: np.ndarray | Iterable,
+                      source: OsRandomBytes | None = None) -> np.ndarray:
     """Exact discrete Gaussian noise ``N_Z(0, sigma2)``, one draw per entry of ``sigma2``.
 
     ``sigma2`` as for :func:`discrete_laplace` (floats at their exact binary value, ints,
