@@ -22,8 +22,9 @@ independent of every other entry's and of every earlier draw.
    the first ``j`` with ``r_j < d_j``, False at the first ``j`` with ``r_j > d_j``. Then
    ``P(True) = sum_j 2**(-w (j-1)) * d_j / 2**w = a/b`` exactly (the expansion converges because
    ``0 <= x_j < b``). Everything is int64: ``x_j < b`` and ``w = min(8, 63 - bitlen(b))``, so
-   ``x * 2**w < 2**63``. No uniform integer on ``[0, b)`` is needed, hence no modulo bias, and on
-   average only ``2**w / (2**w - 1)`` digits (about one byte) are consumed.
+   ``x * 2**w < 2**63``. A zero remainder ``x_j = 0`` after equal digits means ``a/b`` equals the
+   ``U`` read so far, so ``U >= a/b``: False at once. No uniform integer on ``[0, b)`` is needed,
+   hence no modulo bias, and on average about one byte is consumed.
 2. **Uniform integer on [0, m)** (:func:`uniform_below`), ``1 <= m < 2**62``: take
    ``bitlen(m - 1)`` random bits (a uniform integer on ``[0, 2**bitlen(m-1))``) and reject values
    ``>= m``. Accepted values are uniform on ``[0, m)`` (rejection keeps the conditional law
@@ -57,6 +58,13 @@ independent of every other entry's and of every earlier draw.
    two are step 1 on int64 integers, ``Bernoulli(kappa)`` compares the random digits with the
    precomputed base-256 expansion of ``kappa`` (16 digits, then the exact remainder in Python
    integers, reached with probability ``2**-128``; :class:`KappaTable`).
+7. **Vectorized rounds** (:func:`_drive`): each round makes one *attempt* (steps 5-6) for a
+   batch of entries -- those whose last attempt failed plus fresh ones, or, at the end, several
+   replicas of each remaining entry -- and an entry takes the value of its first successful
+   attempt. Attempts are independent, so this is exactly the value of the sequential rejection
+   loop, however the attempts are grouped. Step 4 draws its counts from a pool of
+   Bernoulli(exp(-1)) draws cut at the failures (an unfinished last run carries over to the next
+   pool instead of being dropped, which would bias the counts).
 
 Where the vectorized path stops, and what happens then
 ------------------------------------------------------
