@@ -18,7 +18,7 @@ Two modes, chosen once with :func:`make_rng` and passed to every sampler in
 
   - ``"vectorized"`` (default): :mod:`hierdp.privacy.secure_sampling`, the same exact
     algorithms run on whole vectors with numpy int64 arithmetic over buffers of OS random
-    bytes -- millions of draws a second, about 50-100x OpenDP (``experiments/bench/
+    bytes -- millions of draws a second, 34-80x OpenDP (``experiments/bench/
     secure_sampling.py``), interruptible within a fraction of a second.
   - ``"opendp"``: OpenDP's exact samplers (``pip install 'hierdp[secure]'``), ~20-35 µs a
     draw; an independent implementation, kept as an option and as a cross-check.
