@@ -1,6 +1,6 @@
-"""The result of a mechanism: a private tree, level by level, with its accounting and timings.
+"""A private tree, level by level, with its accounting and timings (TopDown and the paper-000 baselines).
 
-A :class:`Release` stores, per level, the released nodes' int64 keys (as defined by the input
+A :class:`TreeRelease` (old name :class:`Release`, kept) stores, per level, the released nodes' int64 keys (as defined by the input
 tree, see :mod:`hierdp.hierarchy.topdown_tree`), the position of each node's parent in the
 previous level's arrays, and the released integer values. TopDown mechanisms release the
 non-zero nodes only (a node released as 0 has an all-zero subtree, paper 000 Alg. 1 line 9).
@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Release", "ReleaseLevel"]
+from hierdp.release.base import BaseRelease
+
+__all__ = ["TreeRelease", "Release", "ReleaseLevel"]
 
 
 @dataclass
@@ -38,31 +40,38 @@ class ReleaseLevel:
 
 
 @dataclass
-class Release:
+class TreeRelease(BaseRelease):
     """A private hierarchical release.
 
     Attributes:
         levels: one :class:`ReleaseLevel` per tree level (level 0 = root).
         level_names: names of the tree's levels.
         mechanism: e.g. ``"InfTDA"``.
-        solver: the post-processing solver used (``None`` for baselines without one).
-        accounting: dict with ``rho`` (total zCDP), ``epsilon``/``delta`` implied, the
-            conversion, neighbouring relation, sensitivities and per-level spends.
+        solver: the registered name of the post-processing solver (``None`` for baselines
+            without one).
+        accounting: a :class:`~hierdp.release.accounting.Accounting` (``accounting["rho"]``,
+            ``accounting["per_level"]`` still read as on the old dict).
         timings: seconds per level (index = level; level 0 covers the root).
-        solver_stats: one dict per level (solver statistics, group counts, sizes).
+        solver_stats: one dict per level (solver statistics, group counts, sizes, timings).
         namer: object with ``key_names(level, keys)`` / ``key_columns(level, keys)``.
         params: the mechanism's parameters.
+        nonnegative: whether the release promises non-negative values (every TopDown release
+            does; VanillaGauss' raw noisy sums do not), checked by :meth:`check_consistency`.
+        partial: True for the levels released before a run was aborted
+            (:class:`~hierdp.mechanisms.base.ReleaseAborted`); never publish it as complete.
     """
 
     levels: list[ReleaseLevel]
     level_names: list[str]
     mechanism: str
     solver: str | None
-    accounting: dict[str, Any]
+    accounting: Any
     timings: list[float]
     solver_stats: list[dict[str, Any]] = field(default_factory=list)
     namer: Any = None
     params: dict[str, Any] = field(default_factory=dict)
+    nonnegative: bool = True
+    partial: bool = False
 
     # ------------------------------------------------------------------ views
     @property
@@ -79,21 +88,6 @@ class Release:
     def total(self) -> int:
         """The released root value."""
         return int(self.levels[0].values.sum()) if self.levels and len(self.levels[0]) else 0
-
-    @property
-    def guarantee(self) -> str:
-        """The privacy guarantee in words, e.g. ``"0.0123-zCDP (bounded neighbours, ...)"``."""
-        a = self.accounting
-        return str(a.get("guarantee", ""))
-
-    def accounting_text(self) -> str:
-        """Multi-line accounting summary (total, implied (eps, delta), per-level spend)."""
-        a = self.accounting
-        lines = [f"mechanism: {self.mechanism}" + (f" (solver {self.solver})" if self.solver else ""),
-                 f"guarantee: {self.guarantee}"]
-        for item in a.get("per_level", []):
-            lines.append(f"  level {item['level']:>2} {item.get('name', ''):<24} {item['spend']}")
-        return "\n".join(lines)
 
     def level(self, level: int) -> ReleaseLevel:
         """The released nodes of one level."""
@@ -140,26 +134,33 @@ class Release:
                                      level_names=self.level_names[: self.n_levels])
 
     def check_consistency(self) -> list[str]:
-        """Problems with the release's invariants (empty: children sum to their parent and
-        all values are non-negative, for every parent with released children)."""
+        """Problems with the release's invariants (empty: children sum to their parent, for every
+        parent with released children, and - when the release promises it (:attr:`nonnegative`) -
+        all values are non-negative)."""
         bad: list[str] = []
         for lev in range(1, self.n_levels):
             cur, prev = self.levels[lev], self.levels[lev - 1]
             if cur.keys.size == 0:
                 continue
-            sums = np.bincount(cur.parent, weights=cur.values.astype(float), minlength=len(prev))
+            sums = np.zeros(len(prev), np.int64)  # exact integer sums (floats lose units beyond 2**53)
+            np.add.at(sums, cur.parent, cur.values.astype(np.int64))
             has_kids = np.bincount(cur.parent, minlength=len(prev)) > 0
-            mism = has_kids & (np.rint(sums).astype(np.int64) != prev.values)
+            mism = has_kids & (sums != prev.values)
             if mism.any():
                 i = int(np.flatnonzero(mism)[0])
                 bad.append(f"level {lev - 1} node {int(prev.keys[i])}: value {int(prev.values[i])} "
                            f"but children sum to {int(sums[i])}")
-        for lev, lv in enumerate(self.levels):
-            if np.any(lv.values < 0):
-                bad.append(f"level {lev}: negative values")
+        if self.nonnegative:
+            for lev, lv in enumerate(self.levels):
+                if np.any(lv.values < 0):
+                    bad.append(f"level {lev}: negative values")
         return bad
 
     def __repr__(self) -> str:
         sizes = [len(lv) for lv in self.levels]
-        return (f"Release(mechanism={self.mechanism!r}, solver={self.solver!r}, levels={self.n_levels}, "
+        return (f"{'Partial' if self.partial else ''}TreeRelease(mechanism={self.mechanism!r}, solver={self.solver!r}, levels={self.n_levels}, "
                 f"nodes per level={sizes}, guarantee={self.guarantee!r})")
+
+
+#: The old name of :class:`TreeRelease` (``hierdp.release.Release``), kept for existing code.
+Release = TreeRelease
