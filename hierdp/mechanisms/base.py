@@ -186,6 +186,14 @@ class RunContext:
         return () if self.assumption is None else (self.assumption,)
 
 
+def _domain_owner(data: Any) -> Any:
+    """The object that says where the data's domain came from: the data itself, or the hierarchy an
+    adapter wraps (``HierarchyTree.hierarchy``) when the adapter does not say."""
+    if not hasattr(data, "domain_source") and hasattr(data, "hierarchy"):
+        return data.hierarchy
+    return data
+
+
 class Mechanism(ABC):
     """Base class of every mechanism (see the module docstring).
 
@@ -254,7 +262,7 @@ class Mechanism(ABC):
               approx_cost: Callable[[], Budget] | None = None) -> RunContext:
         """Every check that can refuse a run, in order, before any noise: the data's domain is
         public (or declared public), the randomness fits the mode, the accountant can pay."""
-        assumption = check_public_domain(data, what=f"release with {self.name}")
+        assumption = check_public_domain(_domain_owner(data), what=f"release with {self.name}")
         generator = resolve_rng(rng, seed, secure=self._secure_for(secure))
         return RunContext(self.name, self.spec.budget, rng=generator, assumption=assumption, accountant=accountant,
                           delta=self.spec.delta, external_total=external_total, approx_cost=approx_cost)

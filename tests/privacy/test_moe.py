@@ -34,6 +34,7 @@ def _dg_pmf(sigma2: float, x: np.ndarray) -> np.ndarray:
 def test_geometric_coverage_is_pmf_sum(eps):
     for m in (0, 1, 6, 20):
         brute = _geo_pmf(eps, np.arange(-m, m + 1)).sum()
+        # <= 41 positive terms of at most a few ulps each against a closed form: 1e-12 is wide
         assert geometric_coverage(eps, m) == pytest.approx(brute, rel=1e-12)
 
 
@@ -41,6 +42,8 @@ def test_geometric_coverage_is_pmf_sum(eps):
 def test_dg_coverage_is_pmf_sum(sigma2):
     for m in (0, 1, 6, 50):
         brute = _dg_pmf(sigma2, np.arange(-m, m + 1)).sum()
+        # sums of positive terms (no cancellation; the normaliser has 8,001 terms, ~1e-12 relative
+        # rounding) against the library's own summation: 1e-10 relative
         assert discrete_gaussian_coverage(1 / (2 * sigma2), m) == pytest.approx(brute, rel=1e-10)
 
 
@@ -58,9 +61,10 @@ def test_exact_moe_is_the_smallest_covering_integer():
 def test_paper_geometric_moe_is_optimistic():
     # Cor. 2: eps = ln 20 / (MOE + 1) should give a 95 % MOE of MOE; the exact pmf disagrees.
     eps = math.log(20) / 7
-    assert geometric_epsilon_for_moe(6, method="paper") == pytest.approx(eps)
+    assert geometric_epsilon_for_moe(6, method="paper") == pytest.approx(eps, rel=1e-15)  # one formula
     assert geometric_moe(eps, method="paper") == 6
-    assert geometric_coverage(eps, 6) == pytest.approx(1 - 0.1 * math.exp(eps) / (1 + math.exp(eps)))
+    # closed form 1 - 2 e^{-7 eps} / (1 + e^{-eps}) with e^{-7 eps} = 1/20: a few ulps
+    assert geometric_coverage(eps, 6) == pytest.approx(1 - 0.1 * math.exp(eps) / (1 + math.exp(eps)), rel=1e-14)
     assert geometric_coverage(eps, 6) < 0.94          # 93.95 %
     assert geometric_moe(eps) == 7                    # exact 95 % MOE
     # eq. 36's floor is never above the exact quantile
@@ -72,7 +76,7 @@ def test_paper_dg_moe_is_conservative():
     # Cor. 4: rho = 1.92 / MOE^2 covers +-MOE with probability >= 95 %.
     for moe in range(1, 61):
         rho = discrete_gaussian_rho_for_moe(moe, method="paper")
-        assert rho == pytest.approx(1.92 / moe ** 2)
+        assert rho == pytest.approx(1.92 / moe ** 2, rel=1e-15)  # the same closed form
         assert discrete_gaussian_coverage(rho, moe) >= 0.95
         assert discrete_gaussian_moe(rho) <= moe
 
@@ -80,6 +84,7 @@ def test_paper_dg_moe_is_conservative():
 @pytest.mark.parametrize("moe", [0, 1, 6, 11, 50])
 def test_exact_calibration_hits_the_level(moe):
     eps = geometric_epsilon_for_moe(moe)
+    # the calibration stops 1e-9 relative past its root; coverage moves by at most ~1e-9 there
     assert geometric_coverage(eps, moe) == pytest.approx(0.95, abs=1e-8)
     assert geometric_moe(eps) == moe
     if moe >= 1:

@@ -163,10 +163,11 @@ class SafeTabAccounting(Accounting):
                                           self.branches, "exact")
 
     def as_dict(self) -> dict[str, object]:
-        """Flat, machine-readable summary."""
-        out: dict[str, object] = {"noise": self.noise, "pure_epsilon": self.pure_epsilon,
+        """Flat, machine-readable summary (the shared fields, plus SafeTab's figures)."""
+        out: dict[str, object] = super().as_dict()
+        out.update({"noise": self.noise, "pure_epsilon": self.pure_epsilon,
                                   "zcdp_rho": self.zcdp_rho, "delta": self.delta,
-                                  "best_epsilon": self.best_epsilon, "best_alpha": self.best_alpha}
+                    "best_epsilon": self.best_epsilon, "best_alpha": self.best_alpha})
         out.update({f"eps_{k}": v for k, v in self.approx.items()})
         return out
 

@@ -122,7 +122,7 @@ class VanillaGauss(Mechanism):
             raise UniverseTooLarge(
                 f"VanillaGauss needs noise on all {universe:,} potential leaves, more than max_universe="
                 f"{self.max_universe:,.0f}; use InfTDA or SH (or raise max_universe if memory allows)")
-        ctx = self.start(tree, seed=seed, rng=rng, secure=secure, accountant=accountant)
+        ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
         sigma2 = self.sigma2
         label = f"level {T} ({tree.level_names[T]}) all leaves"
         ctx.spend(self.spec.budget, label, noise="discrete_gaussian", sigma2=sigma2,
@@ -242,7 +242,7 @@ class StabilityHistogram(Mechanism):
                 f"SH noises the leaves of the last level ({tree.level_names[T]!r}), which hold "
                 f"{int(counts.sum())} of the {int(tree.root_count)} records: every record must "
                 "sit at the last level (true of O/D trees; not of this uneven hierarchy)")
-        ctx = self.start(tree, seed=seed, rng=rng, secure=secure, accountant=accountant)
+        ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
         t0 = time.perf_counter()
         ctx.spend(self.spec.budget, f"level {T} ({tree.level_names[T]}) positive leaves",
                   noise="discrete_laplace" if self.discrete else "laplace", scale=self.scale,

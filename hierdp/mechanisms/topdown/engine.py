@@ -252,7 +252,7 @@ class TopDownMechanism(Mechanism):
         per_node = isinstance(self.plan, PerNodePlan)
         params = {L: (None if per_node or parts[L].is_zero else
                       self.noise.calibrate(exact(parts[L], "budget"), sens[L], culprit=self._culprit)) for L in measured}
-        ctx = self.start(tree, seed=seed, rng=rng, secure=secure, accountant=accountant)
+        ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
         state = _RunState(names)
         bar = None
         if progress:
@@ -322,6 +322,7 @@ class TopDownMechanism(Mechanism):
         item[key] = amount
         if param is not None:
             details[noise.parameter_name] = param
+            details["delivered"] = noise.delivered(param, sens)  # exact, <= the part
             item[noise.parameter_name] = param
             item["spend"] = f"{key}={amount:.6g} {noise.parameter_name}={param:.6g}"
         else:
@@ -362,7 +363,7 @@ class TopDownMechanism(Mechanism):
                 labels = [str(k) for k in shown]
             more = f" and {len(parent_keys) - len(shown)} more" if len(parent_keys) > len(shown) else ""
             where = f", parent {', '.join(labels)}{more}"
-        msg = (f"{self.name} aborted at level {L} ({state.names[L]}){where} after its noise was drawn: "
+        msg = (f"{self.name} aborted at level {L} ({state.names[L]}){where} after its budget was spent: "
                f"{type(cause).__name__}: {cause}. Spent so far: {ctx.spent} of {self.spec.budget} "
                f"({len(ctx.spends)} parts, recorded in the ledger); the release of levels 0-{L - 1} is attached "
                "as .partial (do not publish it as complete)")

@@ -107,20 +107,22 @@ def test_budget_matches_algorithm_1() -> None:
     tree = _random_od(rng, 2, 3, 50, "destination")
     T = tree.n_levels - 1
     eps, delta = 1.0, 1e-8
-    rho = (math.sqrt(math.log(1 / delta) + eps) - math.sqrt(math.log(1 / delta))) ** 2
+    # Lemma 3 inverted, (sqrt(L + eps) - sqrt(L))^2, in its cancellation-free form (a few ulps)
+    rho = (eps / (math.sqrt(math.log(1 / delta) + eps) + math.sqrt(math.log(1 / delta)))) ** 2
     rel = InfTDA(epsilon=eps, delta=delta).release(tree, seed=0)
     acc = rel.accounting
-    assert acc["rho"] == pytest.approx(rho, rel=1e-12)
-    assert acc["epsilon"] == pytest.approx(eps, rel=1e-9)  # Lemma 3 round trip
+    assert acc["rho"] == pytest.approx(rho, rel=1e-12)  # the library also rounds rho down by ulps
+    assert acc["epsilon"] == pytest.approx(eps, rel=1e-9)  # Lemma 3 round trip (a few ulps)
     levels = acc["per_level"][1:]
     assert len(levels) == T
-    for item in levels:
+    for item in levels:  # sigma2 is rounded up by at most an ulp: 1e-12 relative is wide
         assert item["sigma2"] == pytest.approx(T / rho, rel=1e-12)
-    assert sum(item["rho"] for item in levels) == pytest.approx(rho, rel=1e-12)
+    assert sum(item["rho"] for item in levels) == pytest.approx(rho, rel=1e-12)  # T float roundings
     assert "zCDP" in rel.guarantee and "1e-08" in rel.guarantee
     # unbounded (Alg. 3): T + 1 equal shares, the root's with sensitivity m
     rel_u = InfTDA(rho=rho, delta=delta, bounded=False, contributions=2).release(tree, seed=0)
     items = rel_u.accounting["per_level"]
+    # closed forms, sigma2 rounded up by at most an ulp: default (1e-6) tolerances below are loose
     assert items[0]["sigma2"] == pytest.approx(2 ** 2 / (2 * rho / (T + 1)))
     share = 2 * rho / (T + 1)
     assert all(i["sigma2"] == pytest.approx(2 ** 2 / share) for i in items[1:])  # GS2^2 = m^2
