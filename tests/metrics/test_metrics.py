@@ -85,3 +85,11 @@ def test_metrics_match_dense_computation_on_a_real_release(tree: ODTree) -> None
         assert mx[L] == np.abs(dense_rel - dense_true).max()
         pos = dense_rel > 0
         assert fdr[L] == pytest.approx(100 * np.sum(pos & (dense_true == 0)) / pos.sum())
+
+
+def test_table_releases_are_refused_with_a_clear_message(tree: ODTree) -> None:
+    from hierdp.release import TableRelease
+
+    table = TableRelease(frame=pd.DataFrame({"value": [1]}), accounting={})
+    with pytest.raises(TypeError, match="tree release"):
+        metrics.level_report(table, tree)

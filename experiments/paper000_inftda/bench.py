@@ -53,10 +53,9 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, build_mechanism, format_table, peak_rss_mb  # noqa: E402
-
-from hierdp.hierarchy.synthetic import italy_like_od  # noqa: E402
+from experiments.common import RESULTS, format_table, peak_rss_mb
+from experiments.paper000_inftda.grid import build_mechanism
+from hierdp.hierarchy.synthetic import italy_like_od
 
 
 # ---------------------------------------------------------------------------- per-node baseline

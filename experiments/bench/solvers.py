@@ -16,17 +16,17 @@ Sections (all seeded, all on 2 cores):
 Every section prints seconds and ratios and asserts that the objectives agree (within 1e-6
 relative) — a benchmark that disagrees is a bug report, not a figure.
 
-Run: ``python experiments/bench_solvers.py`` (``--quick`` for a 2-minute smoke run).
+Run: ``python -m experiments.bench.solvers`` (``--quick`` for a 2-minute smoke run).
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import hierdp
+from experiments.common import timed
 from hierdp.models import Problem
 from hierdp.solvers.intopt import intopt_batch
 from hierdp.solvers.projection import integer_l2_batch, project_batch
@@ -64,12 +64,6 @@ def random_tree(rng: np.random.Generator, depth: int = 3, fanout: tuple[int, int
         counts[parent[i]] += counts[i]
     noisy = counts + rng.normal(0, 0.05 * scale, n)
     return parent, noisy, counts[0]
-
-
-def timed(fn, *args, **kwargs):
-    t0 = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t0
 
 
 def report(title: str, rows: list[tuple[str, float, float]], reference: str) -> None:

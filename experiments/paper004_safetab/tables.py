@@ -3,7 +3,7 @@ the published numbers.
 
 Parameters (App. F.1): 7 population-group levels, stability s = 9 for every level, gamma = 0.1,
 delta = 1e-10, Step-2 MOE targets 6, 6, 11, 11, 50, 50, 50. Table 1 and Table 4 are the same
-table. Run: ``python experiments/safetab_tables.py`` (writes results/safetab_tables.csv).
+table. Run: ``python -m experiments.paper004_safetab.tables`` (writes results/safetab_tables.csv).
 
 What matches and what does not
 ------------------------------
@@ -47,12 +47,12 @@ discrete Gaussian needs the smaller epsilon holds, by a wider margin (12.2 vs 14
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from hierdp.mechanisms.safetab_accounting import (
+from experiments.common import RESULTS
+from hierdp.mechanisms.safetab.accounting import (
     PAPER_ALPHAS,
     level_budgets_for_moe,
     rdp_curve_geometric_levels,
@@ -61,7 +61,6 @@ from hierdp.mechanisms.safetab_accounting import (
 from hierdp.privacy.accounting import rdp_epsilon_term, zcdp_to_approx_dp
 from hierdp.privacy.rdp_geometric import laplace_rdp
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 LEVELS = ["(Nation, Detailed)", "(State, Detailed)", "(County, Detailed)", "(AIANNH, Detailed)",
           "(Nation, Regional)", "(State, Regional)", "(County, Regional)"]

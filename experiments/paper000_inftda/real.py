@@ -21,14 +21,14 @@ Prints per-level max/mean absolute error, FDR and seconds; writes ``results/inft
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import MECHANISMS, RESULTS, format_table, plot_per_level, print_notes, run_grid, summarize  # noqa: E402
+from experiments.common import RESULTS, format_table, print_notes
+from experiments.paper000_inftda.grid import MECHANISMS, plot_per_level, run_grid, summarize
+
 
 def flights_data() -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(trips, geography)`` of the NYC flights (see :func:`hierdp.datasets.nycflights_od`)."""
@@ -64,11 +64,16 @@ def main(argv: list[str] | None = None) -> int:
                     choices=["flights", "cities"])
     ap.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS), choices=MECHANISMS)
     ap.add_argument("--time-budget", type=float, default=300.0)
-    ap.add_argument("--quick", action="store_true", help="ε = 1, 2 runs")
+    ap.add_argument("--solver-time-limit", type=float, default=None,
+                    help="seconds per solver call for TDA_linf's general solver (a run that hits it is "
+                         "aborted and noted); default: none")
+    ap.add_argument("--quick", action="store_true", help="ε = 1, 2 runs, 20 s solver time limit")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     if args.quick:
         args.runs, args.epsilons = 2, [1.0]
+        if args.solver_time_limit is None:  # HiGHS on the cities' admin1/city levels takes minutes
+            args.solver_time_limit = 20.0
     args.out.mkdir(parents=True, exist_ok=True)
 
     builders = {"flights": flights_tree, "cities": cities_tree}
@@ -78,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         tree = builders[ds]()
         print(f"{ds}: {tree!r}\n  built in {time.perf_counter() - t0:.2f}s")
         cell_frames, cell_notes = run_grid(ds, tree, args.epsilons, args.mechanisms, args.delta, args.runs,
-                                      seed=11, time_budget=args.time_budget)
+                                      seed=11, time_budget=args.time_budget,
+                                           solver_time_limit=args.solver_time_limit)
         all_runs += cell_frames
         notes += cell_notes
     runs = pd.concat(all_runs, ignore_index=True)

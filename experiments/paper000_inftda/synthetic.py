@@ -49,7 +49,6 @@ What matches the paper and what does not (full run: 10 runs, ε ∈ {0.1, 1, 10}
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -57,21 +56,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
+from experiments.common import RESULTS, format_table, print_notes
+from experiments.paper000_inftda.grid import (
+    COLORS,
     MECHANISMS,
     REFERENCE,
     REFERENCE_NAMES,
-    RESULTS,
     build_mechanism,
-    format_table,
     plot_per_level,
-    print_notes,
     run_grid,
     summarize,
 )
-
-from hierdp.hierarchy.synthetic import binary_partition, random_partition, synthetic_od  # noqa: E402
+from hierdp.hierarchy.synthetic import binary_partition, random_partition, synthetic_od
 
 DENSITIES = {"complete": 0.0, "dense": 0.5, "sparse": 0.99}
 DATASETS = [f"{k}_{d}" for k in ("binary", "random") for d in DENSITIES]
@@ -268,8 +264,6 @@ def plot_times(df: pd.DataFrame, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from _common import COLORS
-
     per_run = df.groupby(["dataset", "mechanism", "epsilon", "run"])["wall_seconds"].first()
     mean = per_run.groupby(["dataset", "mechanism", "epsilon"]).agg(["mean", "min", "max"])
     eps_values = sorted(df["epsilon"].unique())
@@ -310,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS), choices=MECHANISMS)
     ap.add_argument("--time-budget", type=float, default=600.0,
                     help="seconds per (dataset, mechanism, ε) cell before skipping its other runs")
+    ap.add_argument("--solver-time-limit", type=float, default=None,
+                    help="seconds per solver call for TDA_linf's general solver (a run that hits it is "
+                         "aborted and noted); default: none")
     ap.add_argument("--quick", action="store_true",
                     help="smoke configuration: sparse sets, ε=1, 2 runs (about 2 minutes)")
     ap.add_argument("--no-reference-timing", action="store_true")
@@ -328,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         tree = od_tree(frames[ds], partitions[ds])
         print(f"\n{ds}: tree built in {time.perf_counter() - t0:.2f}s")
         cell_frames, cell_notes = run_grid(ds, tree, args.epsilons, args.mechanisms, args.delta, args.runs,
-                                      seed=7, time_budget=args.time_budget)
+                                      seed=7, time_budget=args.time_budget,
+                                           solver_time_limit=args.solver_time_limit)
         all_runs += cell_frames
         notes += cell_notes
     runs = pd.concat(all_runs, ignore_index=True)

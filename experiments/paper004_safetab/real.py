@@ -21,7 +21,7 @@ pmf; a post-processing example (one run's "White alone" totals made consistent o
 tree with a hierdp solver); results/safetab_real_coverage.csv, results/safetab_real_release.csv
 and results/safetab_real_coverage.png.
 
-Run: ``python experiments/safetab_real.py [--runs 2000]`` (about a minute here).
+Run: ``python -m experiments.paper004_safetab.real [--runs 2000]`` (about a minute here).
 
 Measured here (2,000 runs, seed 2026, ~70 s): over ~13 million released counts per mechanism,
 every Step-2 (level, tabulation) row with at least 3,000 counts covers 94.86-95.14 % (geometric)
@@ -49,10 +49,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from experiments.common import RESULTS
 from hierdp.hierarchy import Hierarchy
-from hierdp.mechanisms.safetab import PopulationGroupLevel, safetab
-from hierdp.mechanisms.safetab_accounting import level_budgets_for_moe
-from hierdp.mechanisms.safetab_groups import (
+from hierdp.mechanisms.safetab import PopulationGroupLevel, level_budgets_for_moe, safetab
+from hierdp.mechanisms.safetab.groups import (
     consistent_totals,
     geography_entities,
     population_groups,
@@ -60,7 +60,6 @@ from hierdp.mechanisms.safetab_groups import (
 )
 from hierdp.privacy.moe import discrete_gaussian_coverage, geometric_coverage
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
 RACE_CODES = ["White", "Black", "Hispanic", "Asian", "Mixed", "Other", "Native American",
               "Middle Eastern"]
 REGIONAL = {

@@ -1,14 +1,10 @@
-"""Shared helpers of the paper-000 experiment scripts (mechanism factory, per-level metrics, plots).
-
-Not part of the library: the scripts in this folder import it by path (``experiments`` is put on
-``sys.path`` by each script).
-"""
+"""The paper-000 experiment loop: its five mechanisms (built through the registry), per-level
+metrics of every run, summaries and the per-level plots of Figures 3-5."""
 
 from __future__ import annotations
 
-import resource
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,13 +12,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hierdp.datasets import inftda_reference_dir
+from experiments.common import inftda_reference_dir
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
 REFERENCE = inftda_reference_dir()
 
 #: The paper's five mechanisms, in its plotting order.
 MECHANISMS = ("SH", "VanillaGauss", "TDA_l2", "TDA_linf", "InfTDA")
+#: Their names in the mechanism registry (``hierdp.mechanisms.names()``).
+REGISTRY_NAMES = {"SH": "sh", "VanillaGauss": "vanilla", "TDA_l2": "tda_l2", "TDA_linf": "tda_linf",
+                  "InfTDA": "inftda"}
 #: Names of the same mechanisms in the authors' result files.
 REFERENCE_NAMES = {
     "SH": "SH (VanillaSH, Laplace stability histogram)",
@@ -41,24 +39,17 @@ COLORS = {
 
 
 def build_mechanism(name: str, epsilon: float, delta: float, *, linf_solver: str = "highs",
-                    contributions: int = 1) -> Any:
-    """The hierdp mechanism object for one of :data:`MECHANISMS` at budget ``(epsilon, delta)``."""
-    from hierdp.mechanisms.baselines import StabilityHistogram, VanillaGauss
-    from hierdp.mechanisms.topdown import TDA, InfTDA
+                    contributions: int = 1, solver_time_limit: float | None = None) -> Any:
+    """The mechanism for one of :data:`MECHANISMS` at budget ``(epsilon, delta)``, from the registry.
 
-    if name == "InfTDA":
-        return InfTDA(epsilon, delta, solver="intopt", contributions=contributions)
-    if name == "TDA_l2":
-        return TDA(objective="l2", rounding="paper", epsilon=epsilon, delta=delta,
-                   contributions=contributions)
-    if name == "TDA_linf":
-        return TDA(objective="linf", solver=linf_solver, epsilon=epsilon, delta=delta,
-                   contributions=contributions)
-    if name == "VanillaGauss":
-        return VanillaGauss(epsilon=epsilon, delta=delta, contributions=contributions)
-    if name == "SH":
-        return StabilityHistogram(epsilon=epsilon, delta=delta, contributions=contributions)
-    raise ValueError(f"unknown mechanism {name!r}; choose from {MECHANISMS}")
+    ``solver_time_limit``: seconds per solver call of TDA_linf's general solver; a level that hits
+    it aborts the run (``ReleaseAborted``), which :func:`run_cell` records as a note."""
+    from hierdp.mechanisms import create
+
+    if name not in REGISTRY_NAMES:
+        raise ValueError(f"unknown mechanism {name!r}; choose from {MECHANISMS}")
+    extra = {"solver": linf_solver, "time_limit": solver_time_limit} if name == "TDA_linf" else {}
+    return create(REGISTRY_NAMES[name], epsilon=epsilon, delta=delta, contributions=contributions, **extra)
 
 
 def level_metrics(release: Any, tree: Any) -> pd.DataFrame:
@@ -81,21 +72,27 @@ class RunLog:
 
 def run_cell(name: str, tree: Any, epsilon: float, delta: float, runs: int, *, seed: int = 0,
              time_budget: float | None = None, linf_solver: str = "highs",
+             solver_time_limit: float | None = None,
              contributions: int = 1, progress: bool = False) -> tuple[pd.DataFrame, RunLog]:
     """Run one mechanism ``runs`` times on ``tree``; per-level metrics of every run.
 
     Stops early (keeping the runs done) when the cumulated time exceeds ``time_budget`` seconds, or
     when the mechanism refuses the input (e.g. VanillaGauss on a universe too large to materialize).
     """
+    from hierdp.mechanisms import ReleaseAborted
+
     frames, secs, note = [], [], ""
     for run in range(runs):
-        mech = build_mechanism(name, epsilon, delta, linf_solver=linf_solver,
+        mech = build_mechanism(name, epsilon, delta, linf_solver=linf_solver, solver_time_limit=solver_time_limit,
                                contributions=contributions)
         t0 = time.perf_counter()
         try:
             release = mech.release(tree, seed=seed + 1000 * run, progress=progress)
         except (MemoryError, ValueError) as exc:
             note = f"refused: {type(exc).__name__}: {exc}"
+            break
+        except ReleaseAborted as exc:  # e.g. a general solver's time limit: say so, keep the runs done
+            note = f"aborted: {exc}"
             break
         secs.append(time.perf_counter() - t0)
         frame = level_metrics(release, tree)
@@ -110,13 +107,15 @@ def run_cell(name: str, tree: Any, epsilon: float, delta: float, runs: int, *, s
 
 
 def run_grid(dataset: str, tree: Any, epsilons: Sequence[float], mechanisms: Sequence[str], delta: float,
-             runs: int, *, seed: int, time_budget: float | None) -> tuple[list[pd.DataFrame], list[str]]:
+             runs: int, *, seed: int, time_budget: float | None,
+             solver_time_limit: float | None = None) -> tuple[list[pd.DataFrame], list[str]]:
     """Every (ε, mechanism) cell on one tree: per-run frames tagged with dataset/mechanism/ε, and
     the notes of cells that stopped early (printed as they finish)."""
     frames, notes = [], []
     for eps in epsilons:
         for mech in mechanisms:
-            df, log = run_cell(mech, tree, eps, delta, runs, seed=seed, time_budget=time_budget)
+            df, log = run_cell(mech, tree, eps, delta, runs, seed=seed, time_budget=time_budget,
+                               solver_time_limit=solver_time_limit)
             mean_s = np.mean(log.seconds) if log.seconds else float("nan")
             print(f"  ε={eps:<5g} {mech:<12} runs={log.runs_done:<3} {mean_s:8.3f} s/run {log.note}")
             if log.note:
@@ -181,32 +180,3 @@ def plot_per_level(summary: pd.DataFrame, metric: str, path: Path, *, row_key: s
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far, in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    """Call ``fn()`` and return ``(result, seconds)``."""
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
-
-
-def format_table(df: pd.DataFrame, floatfmt: str = "{:,.2f}") -> str:
-    """A plain-text table (no extra dependency) for printing results."""
-    shown = df.copy()
-    for c in shown.columns:
-        if pd.api.types.is_float_dtype(shown[c]):
-            shown[c] = shown[c].map(lambda v: "" if pd.isna(v) else floatfmt.format(v))
-    return shown.to_string(index=False)
-
-
-def print_notes(notes: Sequence[str]) -> None:
-    """List the cells that stopped early or were refused (so no figure hides a shortened run)."""
-    if notes:
-        print("\nSkipped / shortened cells:")
-        for n in notes:
-            print("  " + n)

@@ -25,7 +25,7 @@ over ``--runs`` repeated runs (``repetitions=``, vectorized) beside the exact co
 pmf, and a post-processing example; results/safetab_military_coverage.csv and
 results/safetab_military_postprocess.csv.
 
-Run: ``python experiments/safetab_military.py [--runs 2000]``.
+Run: ``python -m experiments.paper004_safetab.military [--runs 2000]``.
 
 Measured here (2-core machine, seed 2026, 4,000 runs, whole script ~45 s):
 
@@ -53,15 +53,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 import hierdp
+from experiments.common import RESULTS
 from hierdp.hierarchy import Hierarchy
-from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTabRelease, safetab
-from hierdp.mechanisms.safetab_groups import consistent_totals
+from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTabRelease, consistent_totals, safetab
 from hierdp.privacy.moe import (
     discrete_gaussian_coverage,
     discrete_gaussian_rho_for_moe,
@@ -69,7 +68,6 @@ from hierdp.privacy.moe import (
     geometric_epsilon_for_moe,
 )
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
 GEO_COLUMNS = ["branch", "grade", "rank"]
 #: (level name, hierarchy depth, 95 % MOE target of its counts)
 LEVEL_SPECS = [("Total", 0, 6), ("Branch", 1, 11), ("Branch x Grade", 2, 25),
