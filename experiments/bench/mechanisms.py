@@ -81,7 +81,8 @@ def seam_overhead(n_groups: int, seed: int) -> pd.DataFrame:
         a, t_direct = timed(direct)
         b, t_via = timed(via)
         rows.append({"solver": label, "children": int(offsets[-1]), "direct_s": t_direct, "solve_groups_s": t_via,
-                     "ratio": t_via / t_direct, "same_values": bool(np.array_equal(np.asarray(a), np.asarray(b.values)))})
+                     "ratio": t_via / t_direct,
+                     "same_values": bool(np.array_equal(np.asarray(a), np.asarray(b.values)))})
     return pd.DataFrame(rows)
 
 

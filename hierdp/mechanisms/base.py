@@ -167,10 +167,11 @@ class RunContext:
                                  f"total {self.total} (already spent {self.ledger.spent})")
         if self._mode == "parts":
             charge = external if external is not None else amount
-            if not self.external.can_spend(charge):  # type: ignore[union-attr]
+            ext: Accountant = self.external  # type: ignore[assignment]
+            if not ext.can_spend(charge):
                 raise BudgetExceeded(f"accountant: spending {charge} for {self.mechanism}: {label!r} would exceed "
-                                     f"{self.external.total} (remaining {self.external.remaining})")  # type: ignore[union-attr]
-            self.external.spend(charge, f"{self.mechanism}: {label}")  # type: ignore[union-attr]
+                                     f"{ext.total} (remaining {ext.remaining})")
+            ext.spend(charge, f"{self.mechanism}: {label}")
         converted = self.ledger.spend(amount, label)
         self.spends.append(Spend(label, converted, dict(details)))
         return converted
@@ -179,6 +180,14 @@ class RunContext:
     def spent(self) -> Budget:
         """What the run has spent so far."""
         return self.ledger.spent
+
+    @property
+    def randomness(self) -> str:
+        """``"secure"`` (OS randomness, exact samplers: for publication) or ``"seeded"`` (a numpy
+        generator: reproducible, for experiments only) - recorded in every release's params."""
+        from hierdp.privacy.rng import SecureRandom
+
+        return "secure" if isinstance(self.rng, SecureRandom) else "seeded"
 
     @property
     def assumptions(self) -> tuple[str, ...]:

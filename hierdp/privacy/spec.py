@@ -129,7 +129,8 @@ class PrivacySpec:
         if epsilon is not None:
             eps = check_epsilon(epsilon, "epsilon")
             if delta is None:
-                raise PrivacyParameterError("delta: epsilon needs delta (zCDP Gaussian noise gives (epsilon, delta)-DP)")
+                raise PrivacyParameterError(
+                    "delta: epsilon needs delta (zCDP Gaussian noise gives (epsilon, delta)-DP)")
             return cls(Budget.approx(eps, delta).to_zcdp(conversion), delta, eps, conversion)  # type: ignore[arg-type]
         if rho is not None:
             return cls(Budget.zcdp(check_rho(rho, "rho")), delta, None, conversion)

@@ -1,7 +1,7 @@
 """A private tree, level by level, with its accounting and timings (TopDown and the paper-000 baselines).
 
-A :class:`TreeRelease` (old name :class:`Release`, kept) stores, per level, the released nodes' int64 keys (as defined by the input
-tree, see :mod:`hierdp.hierarchy.topdown_tree`), the position of each node's parent in the
+A :class:`TreeRelease` (old name :class:`Release`, kept) stores, per level, the released nodes'
+int64 keys (as defined by the input tree, see :mod:`hierdp.hierarchy.topdown_tree`), the position of each node's parent in the
 previous level's arrays, and the released integer values. TopDown mechanisms release the
 non-zero nodes only (a node released as 0 has an all-zero subtree, paper 000 Alg. 1 line 9).
 It keeps the tree's *namer* (public structure, no counts) to label rows in :meth:`to_frame`.
@@ -158,7 +158,8 @@ class TreeRelease(BaseRelease):
 
     def __repr__(self) -> str:
         sizes = [len(lv) for lv in self.levels]
-        return (f"{'Partial' if self.partial else ''}TreeRelease(mechanism={self.mechanism!r}, solver={self.solver!r}, levels={self.n_levels}, "
+        return (f"{'Partial' if self.partial else ''}TreeRelease(mechanism={self.mechanism!r}, "
+                f"solver={self.solver!r}, levels={self.n_levels}, "
                 f"nodes per level={sizes}, guarantee={self.guarantee!r})")
 
 

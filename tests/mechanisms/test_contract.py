@@ -139,10 +139,11 @@ def test_secure_mode_and_seeds(name):
         create(name, **params(), secure=True).release(d, secure=False)
     rel = create(name, **params()).release(d, secure=True)  # OS randomness, exact samplers
     assert rel.check_consistency() == []
-    assert rel.params["secure"] is False and rel.accounting.spent == rel.accounting.total
+    assert rel.params["randomness"] == "secure" and rel.accounting.spent == rel.accounting.total
     # seeds make runs reproducible
-    a, b = (create(name, **params()).release(d, seed=7).to_frame() for _ in range(2))
-    pd.testing.assert_frame_equal(a, b)
+    a, b = (create(name, **params()).release(d, seed=7) for _ in range(2))
+    assert a.params["randomness"] == "seeded"
+    pd.testing.assert_frame_equal(a.to_frame(), b.to_frame())
 
 
 def _shared_accountant(calculus: str, total: Budget) -> Accountant:

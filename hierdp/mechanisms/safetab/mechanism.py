@@ -468,7 +468,8 @@ class SafeTab(Mechanism):
 
     def _domain(self, work: list[_LevelWork]) -> SimpleNamespace:
         """The release's domain as the public-domain check sees it (groups, sex values)."""
-        observed = [f"population groups of level {lv.name!r} (no universe)" for lv in self.levels if lv.universe is None]
+        observed = [f"population groups of level {lv.name!r} (no universe)"
+                    for lv in self.levels if lv.universe is None]
         cells = self.age is not None and any((~w.total_only).any() for w in work)
         if cells and self.sex_values is None:
             observed.append(f"values of {self.sex!r} (no sex_values)")
@@ -542,7 +543,7 @@ class SafeTab(Mechanism):
             if self.repetitions > 1 else ()
         accounting = dataclasses.replace(accounting, spends=tuple(ctx.spends), assumptions=ctx.assumptions,
                                          notes=notes, details={"ledger": ctx.ledger.summary(self.delta)})
-        params = {**self.params(), "sex_values": sexes,
+        params = {**self.params(), "randomness": ctx.randomness, "sex_values": sexes,
                   "age_bins": {k: [int(x) for x in v] for k, v in self.bins.items()}}
         return SafeTabRelease(frame=frame, accounting=accounting, noise=self.noise, gamma=self.gamma,
                               thresholds=self.thresholds, moe_level=self.moe_level,

@@ -179,7 +179,8 @@ class VanillaGauss(Mechanism):
         stats = [{"nodes": int(k.size)} for k in keys]
         return TreeRelease(levels, list(tree.level_names), self.name, None, acc, timings, stats,
                            namer=getattr(tree, "namer", None),
-                           params={**self.params(), "universe": universe}, nonnegative=self.clamp)
+                           params={**self.params(), "universe": universe, "randomness": ctx.randomness},
+                           nonnegative=self.clamp)
 
 
 def sh_threshold(epsilon: float, delta: float, *, bounded: bool = True, contributions: int = 1,
@@ -268,7 +269,7 @@ class StabilityHistogram(Mechanism):
         timings = [0.0] * T + [elapsed]
         stats = [{} for _ in range(T)] + [{"positive_leaves": int(keys.size), "released_leaves": int(keep.sum())}]
         return TreeRelease(levels, list(tree.level_names), self.name, None, acc, timings, stats,
-                           namer=getattr(tree, "namer", None), params=self.params())
+                           namer=getattr(tree, "namer", None), params={**self.params(), "randomness": ctx.randomness})
 
 
 #: Short alias used in the paper.

@@ -129,7 +129,8 @@ class TopDownMechanism(Mechanism):
             return f"epsilon={s.epsilon_target!r}"
         return ", ".join(f"{k}={v!r}" for k, v in s.budget.parameters.items())
 
-    def _solve_level(self, noisy: np.ndarray, offsets: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    def _solve_level(self, noisy: np.ndarray, offsets: np.ndarray,
+                     totals: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         """Post-process one batch of groups (override to change how a level is solved)."""
         return self.level_solver.solve(noisy, offsets, totals)
 
@@ -251,7 +252,8 @@ class TopDownMechanism(Mechanism):
         sens = {L: self.noise.sensitivity(self.unit, finest=L == T, count=L == 0) for L in measured}
         per_node = isinstance(self.plan, PerNodePlan)
         params = {L: (None if per_node or parts[L].is_zero else
-                      self.noise.calibrate(exact(parts[L], "budget"), sens[L], culprit=self._culprit)) for L in measured}
+                      self.noise.calibrate(exact(parts[L], "budget"), sens[L], culprit=self._culprit))
+                  for L in measured}
         ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
         state = _RunState(names)
         bar = None
@@ -348,7 +350,8 @@ class TopDownMechanism(Mechanism):
         n = len(state.levels)
         return TreeRelease(list(state.levels), list(state.names[:n]), self.name, self.solver_name,
                            self._accounting(ctx, state, partial), list(state.timings), list(state.stats),
-                           namer=getattr(tree, "namer", None), params=self.params(), partial=partial)
+                           namer=getattr(tree, "namer", None), params={**self.params(), "randomness": ctx.randomness},
+                           partial=partial)
 
     def _aborted(self, tree: TopDownTree, ctx: RunContext, state: "_RunState", L: int, cause: BaseException,
                  parent_keys: np.ndarray | None) -> ReleaseAborted:
@@ -358,7 +361,7 @@ class TopDownMechanism(Mechanism):
             shown = parent_keys[:5]
             namer = getattr(tree, "namer", None)
             try:
-                labels = [str(x) for x in namer.key_names(L - 1, shown)] if namer is not None else [str(k) for k in shown]
+                labels = [str(x) for x in (namer.key_names(L - 1, shown) if namer is not None else shown)]
             except Exception:  # a namer that cannot label these keys must not hide the real error
                 labels = [str(k) for k in shown]
             more = f" and {len(parent_keys) - len(shown)} more" if len(parent_keys) > len(shown) else ""

@@ -119,5 +119,6 @@ def noise_model(noise: str | NoiseModel) -> NoiseModel:
     if isinstance(noise, NoiseModel):
         return noise
     if noise not in _MODELS:
-        raise PrivacyParameterError(f"noise must be 'discrete_gaussian' or 'geometric' (or a NoiseModel), got {noise!r}")
+        raise PrivacyParameterError(
+            f"noise must be 'discrete_gaussian' or 'geometric' (or a NoiseModel), got {noise!r}")
     return _MODELS[noise]()

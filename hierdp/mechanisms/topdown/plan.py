@@ -87,7 +87,8 @@ class ProportionsPlan(BudgetPlan):
     def __init__(self, proportions: Sequence[float]) -> None:
         self.proportions = _check_proportions(list(proportions), "proportions")
         if abs(math.fsum(float(p) for p in self.proportions) - 1.0) > 1e-12:
-            raise MechanismParameterError(f"proportions must sum to 1, got {float(sum(map(float, self.proportions)))!r}")
+            raise MechanismParameterError(
+                f"proportions must sum to 1, got {math.fsum(float(p) for p in self.proportions)!r}")
 
     def level_parts(self, total: Budget, levels: Sequence[int]) -> list[Budget]:
         if len(levels) != len(self.proportions):
@@ -165,7 +166,8 @@ class PerNodePlan(BudgetPlan):
     def node_fractions(self, level: int, keys: np.ndarray) -> np.ndarray:
         f = np.asarray(self.fractions(level, np.asarray(keys)), dtype=np.float64)
         if f.shape != np.shape(keys):
-            raise MechanismParameterError(f"fractions({level}, keys) returned shape {f.shape}, expected {np.shape(keys)}")
+            raise MechanismParameterError(
+                f"fractions({level}, keys) returned shape {f.shape}, expected {np.shape(keys)}")
         if f.size and (np.any(~np.isfinite(f)) or np.any(f < 0) or np.any(f > 1)):
             raise MechanismParameterError(f"fractions at level {level} must be in [0, 1]")
         return f
