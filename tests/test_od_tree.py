@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hierdp.datasets import inftda_reference_dir
+from experiments.common import inftda_reference_dir
 from hierdp.hierarchy import Hierarchy
 from hierdp.hierarchy.errors import CountError, HierarchyError, UnknownColumnError, UnknownNodeError
 from hierdp.hierarchy.od import Geography, ODTree

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hierdp.datasets import inftda_reference_dir
+from experiments.common import inftda_reference_dir
 from hierdp.hierarchy.synthetic import (
     binary_partition,
     italy_like_od,

@@ -1,13 +1,26 @@
-"""End-to-end mechanisms from the papers.
+"""End-to-end mechanisms of the papers, one subpackage per family, on one contract.
 
-* TopDown for hierarchies and origin/destination trees (paper 000): :class:`InfTDA`, :class:`TDA`;
-  baselines :class:`VanillaGauss` and the stability histogram :class:`StabilityHistogram` (``SH``).
-* SafeTab adaptive tabulation of population groups (paper 004): :func:`safetab`.
+* :mod:`.base` - the contract every mechanism follows (:class:`Mechanism`: build with a privacy
+  spec, ``release(data, seed= | rng= | secure=, accountant=)`` → a release with typed accounting)
+  and :class:`ReleaseAborted`;
+* :mod:`.registry` - name → constructor (``create("inftda", epsilon=1, delta=1e-8)``), used by
+  the CLI and the experiments;
+* :mod:`.topdown` - paper 000: the TopDown engine (budget plan, noise model, level solver),
+  :class:`InfTDA`, :class:`TDA`, and the flat baselines :class:`VanillaGauss`,
+  :class:`StabilityHistogram` (``SH``);
+* :mod:`.safetab` - paper 004: :class:`SafeTab` adaptive tabulation of population groups.
+
+Group sizes (paper 001), spatial trees (paper 002) and Census spines (paper 003) land here as
+``pgsr/``, ``spatial/`` and ``census/`` on the same contract.
 """
 
-from hierdp.mechanisms.baselines import SH, StabilityHistogram, VanillaGauss
-from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTabError, SafeTabRelease, safetab
-from hierdp.mechanisms.topdown import TDA, InfTDA
+from hierdp.mechanisms import registry
+from hierdp.mechanisms.base import Mechanism, MechanismError, MechanismParameterError, ReleaseAborted
+from hierdp.mechanisms.registry import create, describe, get, names, register
+from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTab, SafeTabError, SafeTabRelease
+from hierdp.mechanisms.topdown import SH, TDA, InfTDA, StabilityHistogram, TopDownMechanism, VanillaGauss
 
-__all__ = ["InfTDA", "TDA", "VanillaGauss", "StabilityHistogram", "SH",
-           "safetab", "PopulationGroupLevel", "SafeTabRelease", "SafeTabError"]
+__all__ = ["Mechanism", "MechanismError", "MechanismParameterError", "ReleaseAborted",
+           "InfTDA", "TDA", "TopDownMechanism", "VanillaGauss", "StabilityHistogram", "SH",
+           "SafeTab", "PopulationGroupLevel", "SafeTabRelease", "SafeTabError",
+           "registry", "create", "describe", "get", "names", "register"]

@@ -14,15 +14,22 @@ __all__ = ["register", "names", "get", "create", "describe"]
 
 # name -> ("module:attribute", fixed keyword arguments, one-line description)
 _BUILTIN: dict[str, tuple[str, dict[str, Any], str]] = {
-    "inftda": ("hierdp.mechanisms.topdown:InfTDA", {}, "InfTDA (paper 000): TopDown, integer L-inf post-processing"),
-    "tda_l2": ("hierdp.mechanisms.topdown:TDA", {"objective": "l2", "rounding": "paper"},
+    "inftda": ("hierdp.mechanisms.topdown.inftda:InfTDA", {},
+               "InfTDA (paper 000): TopDown, integer L-inf post-processing"),
+    "tda_l2": ("hierdp.mechanisms.topdown.tda:TDA", {"objective": "l2", "rounding": "paper"},
                "TDA_l2 (paper 000 baseline): L2 projection + the paper's rounding"),
-    "tda_l2_exact": ("hierdp.mechanisms.topdown:TDA", {"objective": "l2", "rounding": "exact"},
+    "tda_l2_exact": ("hierdp.mechanisms.topdown.tda:TDA", {"objective": "l2", "rounding": "exact"},
                      "TopDown with exact integer L2 post-processing"),
-    "tda_linf": ("hierdp.mechanisms.topdown:TDA", {"objective": "linf"},
+    "tda_linf": ("hierdp.mechanisms.topdown.tda:TDA", {"objective": "linf"},
                  "TDA_linf (paper 000 baseline): a general solver's integer L-inf optimum"),
-    "vanilla": ("hierdp.mechanisms.baselines:VanillaGauss", {}, "VanillaGauss: noisy leaves aggregated up"),
-    "sh": ("hierdp.mechanisms.baselines:StabilityHistogram", {}, "stability histogram (paper 000 Thm 8)"),
+    "vanilla": ("hierdp.mechanisms.topdown.baselines:VanillaGauss", {},
+                "VanillaGauss (paper 000 baseline): noisy leaves aggregated up"),
+    "sh": ("hierdp.mechanisms.topdown.baselines:StabilityHistogram", {},
+           "stability histogram (paper 000 Thm 8): thresholded Laplace leaves"),
+    "topdown": ("hierdp.mechanisms.topdown.engine:TopDownMechanism", {},
+                "TopDown engine: any noise (discrete Gaussian / geometric), budget plan and level solver"),
+    "safetab": ("hierdp.mechanisms.safetab.mechanism:SafeTab", {},
+                "SafeTab (paper 004): adaptive tabulation of population groups"),
 }
 _EXTRA: dict[str, tuple[Callable[..., Any], str]] = {}
 

@@ -8,6 +8,12 @@
   (paper 004 eq. 6-8) and Gaussian / Laplace calibration.
 * :mod:`~hierdp.privacy.budget` - :class:`Budget` (immutable, composable, splittable) and
   :class:`Accountant` (a ledger that refuses overspending).
+* :mod:`~hierdp.privacy.unit` - :class:`PrivacyUnit` (neighbouring relation, contributions) and
+  the sensitivities that follow from it.
+* :mod:`~hierdp.privacy.spec` - :class:`PrivacySpec` (what a mechanism spends), the guarantees a
+  spend implies in every calculus, and the one function that words them.
+* :mod:`~hierdp.privacy.calibration` - noise scales rounded in the safe direction, checked exactly.
+* :mod:`~hierdp.privacy.domain` - the public-domain check every mechanism runs before noise.
 * :mod:`~hierdp.privacy.rdp_geometric` - exact RDP of the geometric mechanism (paper 004 Lemma 8
   corrected), :mod:`~hierdp.privacy.parallel` - generalized parallel composition (Lemmas 9-12),
   :mod:`~hierdp.privacy.moe` - margins of error <-> noise parameters (Cor. 2, Cor. 4).
@@ -29,6 +35,8 @@ from hierdp.privacy.accounting import (
     zcdp_to_approx_dp,
 )
 from hierdp.privacy.budget import Accountant, Budget
+from hierdp.privacy.calibration import delivered_epsilon, delivered_rho, gaussian_sigma2, laplace_scale
+from hierdp.privacy.domain import ObservedDomainError, check_public_domain
 from hierdp.privacy.errors import BudgetExceeded, PrivacyError, PrivacyParameterError
 from hierdp.privacy.moe import (
     discrete_gaussian_moe,
@@ -40,6 +48,8 @@ from hierdp.privacy.parallel import StabilityError, check_stability, max_degree,
 from hierdp.privacy.rdp_geometric import geometric_rdp_exact
 from hierdp.privacy.rng import SecureRandom, make_rng
 from hierdp.privacy.samplers import discrete_gaussian, discrete_laplace, geometric, laplace
+from hierdp.privacy.spec import Guarantee, PrivacySpec, describe_guarantee, implied_guarantees
+from hierdp.privacy.unit import PrivacyUnit
 
 __all__ = [
     # errors
@@ -52,8 +62,10 @@ __all__ = [
     "zcdp_rdp_curve", "pure_rdp_curve", "rdp_epsilon_term",
     "gaussian_sigma2_for_rho", "gaussian_rho", "laplace_scale_for_epsilon",
     "check_epsilon", "check_rho", "check_delta",
-    # budgets
-    "Budget", "Accountant",
+    # budgets, units, specs, calibration, domains
+    "Budget", "Accountant", "PrivacyUnit", "PrivacySpec", "Guarantee", "implied_guarantees", "describe_guarantee",
+    "gaussian_sigma2", "laplace_scale", "delivered_rho", "delivered_epsilon", "check_public_domain",
+    "ObservedDomainError",
     # paper 004 extras
     "geometric_rdp_exact", "StabilityError", "check_stability", "max_degree", "parallel_compose",
     "geometric_moe", "geometric_epsilon_for_moe", "discrete_gaussian_moe", "discrete_gaussian_rho_for_moe",

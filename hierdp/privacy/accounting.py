@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 Method = Literal["analytic", "numeric"]
+#: Below this rho the Gaussian variance 1 / (2 rho) overflows a double: no usable release.
+_SMALLEST_RHO = 1e-300
 RdpCurve = Callable[[float], float]
 
 
@@ -129,19 +131,28 @@ def rdp_epsilon_term(alpha: float | np.ndarray, delta: float) -> float | np.ndar
     return term if np.ndim(alpha) else float(term)
 
 
+def _rdp_epsilon_term_h(h: np.ndarray, log_inv_delta: float) -> np.ndarray:
+    """:func:`rdp_epsilon_term` at ``alpha = 1 + h``, written in ``h`` so that orders within
+    machine epsilon of 1 (optimal for very large budgets, e.g. rho = 1e20) stay distinct from 1:
+    ``(log(1/delta) - log1p(h)) / h + log(h) - log1p(h)``."""
+    lp = np.log1p(h)
+    return (log_inv_delta - lp) / h + np.log(h) - lp
+
+
 def _minimise_over_alpha(objective: Callable[[np.ndarray], np.ndarray], centre: float,
                          decades: float = 7.0, points: int = 561) -> tuple[float, float]:
-    """min over alpha > 1 of ``objective`` (vectorized), searched in x = log(alpha - 1).
+    """min over h = alpha - 1 > 0 of ``objective(h)`` (vectorized), searched in x = log(h).
 
-    A coarse grid of ``points`` spanning ``centre * 10**±decades`` (in alpha - 1) guards against
-    local minima; bounded Brent then refines between the grid neighbours of the best point.
-    Every value returned is the objective at an actual alpha, so it is a valid bound even if
-    the refinement stops early.
+    A coarse grid of ``points`` spanning ``centre * 10**±decades`` (in h) guards against local
+    minima; bounded Brent then refines between the grid neighbours of the best point. Every value
+    returned is the objective at an actual order, so it is a valid bound even if the refinement
+    stops early. Returns ``(value, alpha)``.
     """
     x_c = math.log(centre)
     span = decades * math.log(10.0)
     xs = np.linspace(x_c - span, x_c + span, points)
-    values = objective(1.0 + np.exp(xs))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        values = objective(np.exp(xs))
     values = np.where(np.isnan(values), np.inf, values)
     i = int(np.argmin(values))
     best_x, best_v = float(xs[i]), float(values[i])
@@ -149,7 +160,7 @@ def _minimise_over_alpha(objective: Callable[[np.ndarray], np.ndarray], centre: 
         return best_v, 1.0 + math.exp(best_x)
     lo, hi = xs[max(i - 1, 0)], xs[min(i + 1, points - 1)]
     if hi > lo:
-        res = minimize_scalar(lambda x: float(objective(np.array([1.0 + math.exp(x)]))[0]),
+        res = minimize_scalar(lambda x: float(objective(np.array([math.exp(x)]))[0]),
                               bounds=(float(lo), float(hi)), method="bounded",
                               options={"xatol": 1e-12, "maxiter": 500})
         if math.isfinite(res.fun) and res.fun < best_v:
@@ -179,7 +190,7 @@ def zcdp_to_approx_dp(rho: float, delta: float, method: Method = "numeric") -> f
         return r + 2.0 * math.sqrt(r * log_inv_delta)
     # The analytic bound's optimiser alpha - 1 = sqrt(log(1/delta) / rho) centres the search.
     centre = math.sqrt(log_inv_delta / r)
-    eps, _ = _minimise_over_alpha(lambda a: r * a + rdp_epsilon_term(a, d), centre)
+    eps, _ = _minimise_over_alpha(lambda h: r * (1.0 + h) + _rdp_epsilon_term_h(h, log_inv_delta), centre)
     return max(eps, 0.0)
 
 
@@ -196,6 +207,10 @@ def approx_dp_to_zcdp(epsilon: float, delta: float, method: Method = "numeric") 
     log_inv_delta = -math.log(d)
     # (sqrt(L + eps) - sqrt(L))**2 written without the cancellation of the difference.
     rho_analytic = (eps / (math.sqrt(log_inv_delta + eps) + math.sqrt(log_inv_delta))) ** 2
+    if not rho_analytic >= _SMALLEST_RHO:
+        raise PrivacyParameterError(
+            f"epsilon={epsilon!r} (with delta={delta!r}) is too small: it converts to rho-zCDP below "
+            f"{_SMALLEST_RHO:g}, where no noise scale is representable in double precision")
     # Round down to the largest float whose forward conversion does not exceed eps.
     while rho_analytic > 0 and zcdp_to_approx_dp(rho_analytic, d, "analytic") > eps:
         rho_analytic = math.nextafter(rho_analytic, 0.0)
@@ -261,6 +276,11 @@ def rdp_to_approx_dp(rdp_curve: RdpCurve, delta: float,
     def objective(a: np.ndarray) -> np.ndarray:
         return _evaluate_curve(rdp_curve, a) + rdp_epsilon_term(a, d)
 
+    log_inv_delta = -math.log(d)
+
+    def objective_h(h: np.ndarray) -> np.ndarray:
+        return _evaluate_curve(rdp_curve, 1.0 + h) + _rdp_epsilon_term_h(h, log_inv_delta)
+
     if alphas is not None:
         grid = np.asarray(list(alphas), dtype=np.float64).ravel()
         if grid.size == 0 or np.any(~np.isfinite(grid)) or np.any(grid <= 1.0):
@@ -270,7 +290,7 @@ def rdp_to_approx_dp(rdp_curve: RdpCurve, delta: float,
         if not math.isfinite(values[i]):
             raise PrivacyParameterError("rdp_curve is infinite at every alpha given")
         return max(float(values[i]), 0.0), float(grid[i])
-    eps, best_alpha = _minimise_over_alpha(objective, centre=1.0, decades=6.0, points=961)
+    eps, best_alpha = _minimise_over_alpha(objective_h, centre=1.0, decades=6.0, points=961)
     if not math.isfinite(eps):
         raise PrivacyParameterError("rdp_curve is infinite at every alpha searched")
     return max(eps, 0.0), best_alpha

@@ -366,7 +366,7 @@ class Accountant:
         if not isinstance(total, Budget):
             raise TypeError(f"total must be a Budget, got {type(total).__name__}")
         if total.is_zero:
-            raise PrivacyParameterError("total must be a positive budget")
+            raise PrivacyParameterError(f"total: an Accountant needs a positive budget, got {total}")
         self._total = total
         self._spent = Budget._zero(total.calculus)
         self._ledger: list[tuple[str, Budget]] = []

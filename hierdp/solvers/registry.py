@@ -24,6 +24,7 @@ _BUILTIN: dict[str, str] = {
     "costtable": "hierdp.solvers.costtable:CostTableSolver",
     "highs": "hierdp.solvers.highs:HighsSolver",
     "ortools": "hierdp.solvers.ortools:OrToolsSolver",
+    "paper_round": "hierdp.solvers.paper_round:PaperRoundSolver",
 }
 _EXTRA: dict[str, Solver] = {}
 _LOADED: dict[str, Solver] = {}

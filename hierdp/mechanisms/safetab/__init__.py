@@ -1,0 +1,34 @@
+"""SafeTab (paper 004): adaptive tabulation of population groups.
+
+* :mod:`.mechanism` - :class:`SafeTab` (the mechanism) and :func:`safetab` (one call),
+  :class:`PopulationGroupLevel`, :class:`SafeTabRelease`;
+* :mod:`.accounting` - its privacy in every calculus (exact RDP of the geometric mechanism), and
+  the MOE → budget calibration of App. F.1;
+* :mod:`.groups` - building population groups from geographies and race codes, and consistent
+  post-processing of the totals over a geography.
+"""
+
+from hierdp.mechanisms.safetab.accounting import (
+    NOISES,
+    PAPER_ALPHAS,
+    SafeTabAccounting,
+    level_budgets_for_moe,
+    rdp_curve_geometric_levels,
+    safetab_accounting,
+)
+from hierdp.mechanisms.safetab.groups import consistent_totals, geography_entities, population_groups, race_iterations
+from hierdp.mechanisms.safetab.mechanism import (
+    AGE_BINS,
+    TABULATIONS,
+    PopulationGroupLevel,
+    SafeTab,
+    SafeTabError,
+    SafeTabRelease,
+    StabilityError,
+    safetab,
+)
+
+__all__ = ["SafeTab", "safetab", "PopulationGroupLevel", "SafeTabRelease", "SafeTabError", "StabilityError",
+           "AGE_BINS", "TABULATIONS", "SafeTabAccounting", "safetab_accounting", "level_budgets_for_moe",
+           "rdp_curve_geometric_levels", "NOISES", "PAPER_ALPHAS", "consistent_totals", "geography_entities",
+           "population_groups", "race_iterations"]

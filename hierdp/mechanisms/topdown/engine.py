@@ -1,0 +1,387 @@
+"""The TopDown engine: plan the budget, then per level expand → measure → post-process.
+
+Every TopDown mechanism walks a :class:`~hierdp.hierarchy.topdown_tree.TopDownTree` level by
+level. At level L it takes the surviving (released, positive) nodes, asks the tree for *all* their
+children at once (zero-count children included), adds noise to every child, and post-processes the
+whole level as one batch of independent groups "children of parent g sum to the parent's released
+value, non-negative integers". Children released as 0 are dropped: by consistency their subtrees
+are all zero and are never expanded (paper 000 Alg. 1, line 9). The three seams:
+
+* **budget plan** (:mod:`.plan`) - the ledger spend of each measured level and, optionally, a
+  budget per node: uniform (paper 000), given proportions, geometric (HTF), per node (spines);
+* **noise model** (:mod:`.noise`) - discrete Gaussian (ρ-zCDP) or geometric (pure ε-DP),
+  calibrated to the privacy unit's sensitivity with the scale rounded in the safe direction;
+* **level solver** (:mod:`.level_solver`) - any registered solver, by name or instance, with its
+  options (``executor=``, ``time_limit=``), always through :func:`hierdp.solvers.solve_groups`.
+
+Budget (paper 000 §4.1, §5, App. B): bounded neighbours (Alg. 1) keep the root public and measure
+the T levels below it; unbounded (Alg. 3) also measure the root as one count (sensitivity m).
+Paper 000's App. B noises the root with the levels' σ² and states a larger guarantee; hierdp
+instead spends exactly the granted budget (one part for the root), so the stated guarantee is the
+delivered one. Each part is recorded in the run's ledger (and the caller's accountant) before its
+noise is drawn. A failure after noise was drawn raises
+:class:`~hierdp.mechanisms.base.ReleaseAborted` with the partial release and the spends.
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
+from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted, RunContext
+from hierdp.mechanisms.topdown.level_solver import LevelSolver
+from hierdp.mechanisms.topdown.noise import NoiseModel, noise_model
+from hierdp.mechanisms.topdown.plan import BudgetPlan, PerNodePlan, budget_plan
+from hierdp.privacy.budget import Accountant, Budget
+from hierdp.privacy.calibration import exact
+from hierdp.privacy.unit import PrivacyUnit
+from hierdp.release import Accounting, ReleaseLevel, TreeRelease
+
+__all__ = ["TopDownMechanism", "DEFAULT_SOLVERS"]
+
+#: the default level solver per objective: the exact fast paths
+DEFAULT_SOLVERS = {"linf": "intopt", "l2": "projection", "l1": "highs"}
+
+
+class _ChunkFailed(Exception):
+    """A level's chunk failed after its noise was drawn; carries the parents of the failing solve."""
+
+    def __init__(self, cause: BaseException, parent_keys: np.ndarray) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.parent_keys = parent_keys
+
+
+class TopDownMechanism(Mechanism):
+    """A TopDown mechanism with swappable budget plan, noise model and level solver.
+
+    Args:
+        epsilon, delta / rho / budget: the privacy spec (exactly one of them; see
+            :class:`~hierdp.privacy.spec.PrivacySpec`). With discrete Gaussian noise an (ε, δ) target is
+            converted to ρ by ``conversion``; with geometric noise give ε (pure DP).
+        unit, bounded, contributions, distinct: the privacy unit
+            (:class:`~hierdp.privacy.unit.PrivacyUnit`).
+        noise: ``"discrete_gaussian"`` (default), ``"geometric"`` or a
+            :class:`~hierdp.mechanisms.topdown.noise.NoiseModel`.
+        plan: ``"uniform"`` (default), ``"geometric"``, a list of proportions (one per measured
+            level), or a :class:`~hierdp.mechanisms.topdown.plan.BudgetPlan`.
+        objective: the level objective, ``"linf"``, ``"l2"`` or ``"l1"``.
+        solver: a registered solver name or a :class:`~hierdp.solvers.Solver` (default: the exact
+            fast path for the objective, :data:`DEFAULT_SOLVERS`).
+        solver_options: options for the solver (``executor``, ``batch_size``, ...).
+        time_limit: seconds per solver call (a chunk of a level).
+        secure: OS randomness and exact samplers (real releases).
+        conversion: ``"analytic"`` (paper 000 Lemma 3) or ``"numeric"`` for an (ε, δ) target.
+    """
+
+    name = "TopDown"
+    uses_solver = True
+    #: target number of children per batch: a level is processed in chunks of parents so that peak
+    #: memory stays bounded on wide levels (groups are independent, so chunks are too)
+    chunk_children: int = 1 << 21
+
+    def __init__(self, epsilon: float | None = None, delta: float | None = None, *, rho: float | None = None,
+                 budget: Budget | None = None, unit: PrivacyUnit | None = None, bounded: bool = True,
+                 contributions: int = 1, distinct: bool = False, secure: bool = False, conversion: str = "analytic",
+                 noise: str | NoiseModel = "discrete_gaussian", plan: Any = "uniform", objective: str = "linf",
+                 solver: Any = None, solver_options: dict[str, Any] | None = None,
+                 time_limit: float | None = None, integer: bool = True) -> None:
+        self.noise = noise_model(noise)
+        self.resolve_privacy(epsilon, delta, rho, budget, unit=unit, bounded=bounded, contributions=contributions,
+                             distinct=distinct, conversion=conversion, calculus=self.noise.calculus, secure=secure)
+        self.plan: BudgetPlan = budget_plan(plan)
+        if objective not in DEFAULT_SOLVERS:
+            raise MechanismParameterError(f"objective must be 'linf', 'l2' or 'l1', got {objective!r}")
+        self.objective = objective
+        self.level_solver = self._make_level_solver(solver, solver_options, time_limit, integer)
+
+    def _make_level_solver(self, solver: Any, solver_options: Any, time_limit: Any, integer: bool) -> LevelSolver:
+        return LevelSolver(solver if solver is not None else DEFAULT_SOLVERS[self.objective],
+                           objective=self.objective, integer=integer, options=solver_options,
+                           time_limit=time_limit, missing_targets=isinstance(self.plan, PerNodePlan))
+
+    # -- names and parameters ------------------------------------------------------------------
+    @property
+    def solver_name(self) -> str:
+        """The registered name of the level solver."""
+        return self.level_solver.name
+
+    @property
+    def time_limit(self) -> float | None:
+        """Seconds per solver call."""
+        return self.level_solver.time_limit
+
+    def level_sens_sq(self, level: int, n_levels: int) -> float:
+        """Squared L2 sensitivity of ``level`` in a tree with ``n_levels`` levels (root = 0)."""
+        return float(self.unit.l2_sensitivity_sq(finest=level == n_levels - 1))
+
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), **self.level_solver.params(), "noise": self.noise.name, "plan": self.plan.name}
+
+    @property
+    def _culprit(self) -> str:
+        s = self.spec
+        if s.epsilon_target is not None:
+            return f"epsilon={s.epsilon_target!r}"
+        return ", ".join(f"{k}={v!r}" for k, v in s.budget.parameters.items())
+
+    def _solve_level(self, noisy: np.ndarray, offsets: np.ndarray,
+                     totals: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """Post-process one batch of groups (override to change how a level is solved)."""
+        return self.level_solver.solve(noisy, offsets, totals)
+
+    # -- one level -------------------------------------------------------------------------------
+    def _run_level(self, tree: TopDownTree, L: int, prev: ReleaseLevel, param: float, sens: int, rng: Any,
+                   prev_paths: np.ndarray | None) -> tuple[ReleaseLevel, dict[str, Any], np.ndarray | None]:
+        """Expand the positive nodes of level L, noise their children, solve, keep positives."""
+        alive = np.flatnonzero(prev.values > 0)
+        out_keys, out_par, out_val, out_path = [], [], [], []
+        st: dict[str, Any] = {"parents": 0, "children": 0, "released": 0, "max_group": 0, "chunks": 0,
+                              "expand_s": 0.0, "noise_s": 0.0, "solve_s": 0.0}
+        start, step, seen_parents, seen_children = 0, max(1, min(4096, self.chunk_children)), 0, 0
+        per_node = isinstance(self.plan, PerNodePlan)
+        while start < alive.size:
+            chunk = alive[start:start + step]
+            start += chunk.size
+            t0 = time.perf_counter()
+            child_keys, offsets, true = tree.expand(L, prev.keys[chunk])
+            sizes = np.diff(offsets)
+            t1 = time.perf_counter()
+            has = sizes > 0  # parents without children (leaves above the last level) pose no problem
+            rows = chunk[has]
+            offs = np.concatenate([[0], offsets[1:][has]]).astype(np.int64)
+            totals = prev.values[rows]
+            paths = None
+            if per_node:
+                noisy, paths = self._per_node_noise(L + 1, child_keys, true, sens, prev_paths[np.repeat(chunk, sizes)],
+                                                    rng)
+            elif child_keys.size:
+                noisy = true + self.noise.draw(param, child_keys.size, rng)
+            else:
+                noisy = true
+            t2 = time.perf_counter()
+            if child_keys.size:
+                try:
+                    sol, sstats = self._solve_level(noisy, offs, totals)
+                except Exception as exc:
+                    groups = getattr(exc, "groups", None)
+                    failing = rows if groups is None else rows[np.asarray(groups, dtype=np.int64)]
+                    raise _ChunkFailed(exc, prev.keys[failing]) from exc
+            else:
+                sol, sstats = np.zeros(0, np.int64), {}
+            sol = np.asarray(sol, dtype=np.int64)
+            t3 = time.perf_counter()
+            keep = sol > 0
+            out_keys.append(child_keys[keep])
+            out_par.append(np.repeat(rows, sizes[has])[keep])
+            out_val.append(sol[keep])
+            if paths is not None:
+                out_path.append(paths[keep])
+            st["parents"] += int(rows.size)
+            st["children"] += int(child_keys.size)
+            st["released"] += int(keep.sum())
+            st["max_group"] = max(st["max_group"], int(sizes.max()) if sizes.size else 0)
+            st["chunks"] += 1
+            st["expand_s"] += t1 - t0
+            st["noise_s"] += t2 - t1
+            st["solve_s"] += t3 - t2
+            for k, v in sstats.items():  # numbers add up over chunks, the rest is kept as is
+                st[k] = st.get(k, 0) + v if isinstance(v, (int, float)) and not isinstance(v, bool) \
+                    and isinstance(st.get(k, 0), (int, float)) else v
+            # size the next chunk from the fan-out seen so far
+            seen_parents += chunk.size
+            seen_children += int(child_keys.size)
+            fan = max(1.0, seen_children / max(seen_parents, 1))
+            step = max(1, int(self.chunk_children / fan))
+        empty = np.zeros(0, np.int64)
+        level = ReleaseLevel(np.concatenate(out_keys) if out_keys else empty,
+                             np.concatenate(out_par) if out_par else empty.copy(),
+                             np.concatenate(out_val) if out_val else empty.copy())
+        new_paths = (np.concatenate(out_path) if out_path else np.zeros(0)) if per_node else None
+        return level, st, new_paths
+
+    def _per_node_noise(self, level: int, keys: np.ndarray, true: np.ndarray, sens: int, parent_paths: np.ndarray,
+                        rng: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Noise with a budget per node (a :class:`PerNodePlan`): unmeasured nodes get NaN targets."""
+        plan: PerNodePlan = self.plan  # type: ignore[assignment]
+        frac = plan.node_fractions(level, keys)
+        paths = parent_paths + frac
+        plan.check_paths(level, paths)  # before this chunk's noise
+        noisy = true.astype(np.float64)
+        measured = frac > 0
+        if measured.any():
+            total = exact(self.spec.budget, "budget")
+            uniq, inv = np.unique(frac[measured], return_inverse=True)
+            params = np.array([self.noise.calibrate(total * Fraction(float(u)), sens, culprit=self._culprit)
+                               for u in uniq])
+            noisy[measured] += self.noise.draw(params[inv.ravel()], int(measured.sum()), rng)
+        noisy[~measured] = np.nan
+        return noisy, paths
+
+    # -- the run -----------------------------------------------------------------------------------
+    def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
+                accountant: Accountant | None = None, progress: bool = False) -> TreeRelease:
+        """Run the mechanism on ``data`` (a TopDownTree such as an ODTree, or a Hierarchy).
+
+        Args:
+            seed: seed of a reproducible numpy generator (experiments).
+            rng: an explicit generator (``make_rng(...)``); overrides ``seed``.
+            secure: OS randomness and exact samplers (default: as built).
+            accountant: a caller's :class:`~hierdp.privacy.budget.Accountant` charged part by part
+                before each part's noise (refused up front if it cannot pay the whole release).
+            progress: show a tqdm bar over levels.
+
+        Raises:
+            ObservedDomainError: the tree's nodes were read from the data and not declared public.
+            BudgetExceeded: the accountant cannot pay; nothing is spent.
+            ReleaseAborted: a level failed after noise was drawn (partial release and spends attached).
+        """
+        tree = as_topdown_tree(data)
+        T = int(tree.n_levels) - 1
+        if T < 1:
+            raise MechanismParameterError("the tree has no level below the root: nothing to release")
+        measured = list(range(1 if self.unit.bounded else 0, T + 1))
+        parts = dict(zip(measured, self.plan.level_parts(self.spec.budget, measured)))
+        names = list(tree.level_names)
+        # every level's noise scale is computed now, so a budget too small or too large for double
+        # precision is refused before any noise (per-node plans calibrate per node as they go)
+        sens = {L: self.noise.sensitivity(self.unit, finest=L == T, count=L == 0) for L in measured}
+        per_node = isinstance(self.plan, PerNodePlan)
+        params = {L: (None if per_node or parts[L].is_zero else
+                      self.noise.calibrate(exact(parts[L], "budget"), sens[L], culprit=self._culprit))
+                  for L in measured}
+        ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
+        state = _RunState(names)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=T, desc=self.name, unit="level")
+        try:
+            self._release_root(tree, ctx, parts, params, sens, state)
+            for L in range(1, T + 1):
+                t_start = time.perf_counter()
+                self._spend_level(ctx, L, names[L], parts[L], params[L], sens[L], state)
+                try:
+                    level, st, paths = self._run_level(tree, L - 1, state.levels[-1], params[L], sens[L], ctx.rng,
+                                                       state.paths[-1])
+                except _ChunkFailed as failed:
+                    raise self._aborted(tree, ctx, state, L, failed.cause, failed.parent_keys) from failed.cause
+                except Exception as exc:  # anything else after noise was drawn: never lose the spend
+                    raise self._aborted(tree, ctx, state, L, exc, None) from exc
+                state.levels.append(level)
+                state.paths.append(paths)
+                state.timings.append(time.perf_counter() - t_start)
+                state.stats.append(st)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(level=L, nodes=len(level))
+        finally:
+            if bar is not None:
+                bar.close()
+        return self._make_release(tree, ctx, state, partial=False)
+
+    def _release_root(self, tree: TopDownTree, ctx: RunContext, parts: dict[int, Budget],
+                      params: dict[int, Any], sens: dict[int, int], state: "_RunState") -> None:
+        t0 = time.perf_counter()
+        name = state.names[0]
+        if self.unit.bounded:
+            root_value = int(tree.root_count)
+            key = "rho" if self.noise.calculus == "zcdp" else "epsilon"
+            state.per_level.append({"level": 0, "name": name, "spend": "public (bounded DP)", key: 0.0})
+            root_path = 0.0
+        else:
+            if isinstance(self.plan, PerNodePlan):
+                frac = float(self.plan.node_fractions(0, np.array([tree.root_key]))[0])
+                root_path = frac
+                param = self.noise.calibrate(exact(self.spec.budget, "budget") * Fraction(frac), sens[0],
+                                             culprit=self._culprit) if frac > 0 else None
+            else:
+                param, root_path = params[0], 0.0
+            self._spend_level(ctx, 0, name, parts[0], param, sens[0], state, label=f"level 0 ({name}) noisy root")
+            if param is None:
+                raise MechanismParameterError("the unbounded root must be measured (its budget fraction is 0)")
+            noisy = int(tree.root_count) + int(self.noise.draw(param, 1, ctx.rng)[0])
+            root_value = max(noisy, 0)  # post-processing: a count cannot be negative
+        state.levels.append(ReleaseLevel(np.array([tree.root_key], np.int64), np.array([-1], np.int64),
+                                         np.array([root_value], np.int64)))
+        state.paths.append(np.array([root_path]) if isinstance(self.plan, PerNodePlan) else None)
+        state.timings.append(time.perf_counter() - t0)
+        state.stats.append({"released": 1})
+
+    def _spend_level(self, ctx: RunContext, L: int, name: str, part: Budget, param: float | None, sens: int,
+                     state: "_RunState", label: str | None = None) -> None:
+        """Record level L's spend (before its noise) and its line in the per-level table."""
+        noise = self.noise
+        details: dict[str, Any] = {"noise": noise.name, noise.sensitivity_name: noise.sensitivity_value(sens)}
+        item: dict[str, Any] = {"level": L, "name": name}
+        amount = float(next(iter(part.parameters.values())))
+        key = "rho" if noise.calculus == "zcdp" else "epsilon"
+        item[key] = amount
+        if param is not None:
+            details[noise.parameter_name] = param
+            details["delivered"] = noise.delivered(param, sens)  # exact, <= the part
+            item[noise.parameter_name] = param
+            item["spend"] = f"{key}={amount:.6g} {noise.parameter_name}={param:.6g}"
+        else:
+            item["spend"] = f"{key}={amount:.6g} (budget per node: {self.plan.describe(0)})"
+        item[noise.sensitivity_name] = noise.sensitivity_value(sens)
+        ctx.spend(part, label or f"level {L} ({name})", **details)
+        state.per_level.append(item)
+
+    def _accounting(self, ctx: RunContext, state: "_RunState", partial: bool) -> Accounting:
+        sens_values = [it[self.noise.sensitivity_name] for it in state.per_level if self.noise.sensitivity_name in it]
+        details: dict[str, Any] = {
+            "per_level": state.per_level, "split": self.plan.describe(len(sens_values)), "noise": self.noise.name,
+            "plan": self.plan.name, "ledger": ctx.ledger.summary(self.spec.delta),
+            self.noise.sensitivity_name: max(sens_values) if sens_values else None,
+        }
+        notes = ("partial release: the run stopped before its last level",) if partial else ()
+        return Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.spec.delta,
+                          spends=tuple(ctx.spends), assumptions=ctx.assumptions, notes=notes,
+                          conversion=self.spec.conversion if self.spec.epsilon_target is not None else None,
+                          epsilon_target=self.spec.epsilon_target, details=details)
+
+    def _make_release(self, tree: TopDownTree, ctx: RunContext, state: "_RunState", partial: bool) -> TreeRelease:
+        n = len(state.levels)
+        return TreeRelease(list(state.levels), list(state.names[:n]), self.name, self.solver_name,
+                           self._accounting(ctx, state, partial), list(state.timings), list(state.stats),
+                           namer=getattr(tree, "namer", None), params={**self.params(), "randomness": ctx.randomness},
+                           partial=partial)
+
+    def _aborted(self, tree: TopDownTree, ctx: RunContext, state: "_RunState", L: int, cause: BaseException,
+                 parent_keys: np.ndarray | None) -> ReleaseAborted:
+        partial = self._make_release(tree, ctx, state, partial=True)
+        where = ""
+        if parent_keys is not None and len(parent_keys):
+            shown = parent_keys[:5]
+            namer = getattr(tree, "namer", None)
+            try:
+                labels = [str(x) for x in (namer.key_names(L - 1, shown) if namer is not None else shown)]
+            except Exception:  # a namer that cannot label these keys must not hide the real error
+                labels = [str(k) for k in shown]
+            more = f" and {len(parent_keys) - len(shown)} more" if len(parent_keys) > len(shown) else ""
+            where = f", parent {', '.join(labels)}{more}"
+        msg = (f"{self.name} aborted at level {L} ({state.names[L]}){where} after its budget was spent: "
+               f"{type(cause).__name__}: {cause}. Spent so far: {ctx.spent} of {self.spec.budget} "
+               f"({len(ctx.spends)} parts, recorded in the ledger); the release of levels 0-{L - 1} is attached "
+               "as .partial (do not publish it as complete)")
+        return ReleaseAborted(msg, partial=partial, spends=tuple(ctx.spends), spent=ctx.spent, accountant=ctx.ledger,
+                              external_accountant=ctx.external, level=L, level_name=state.names[L],
+                              parents=parent_keys, cause=cause)
+
+
+class _RunState:
+    """What a run has produced so far (complete levels only)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.levels: list[ReleaseLevel] = []
+        self.paths: list[np.ndarray | None] = []
+        self.timings: list[float] = []
+        self.stats: list[dict[str, Any]] = []
+        self.per_level: list[dict[str, Any]] = []

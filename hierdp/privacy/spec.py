@@ -1,0 +1,301 @@
+"""What a mechanism was asked to spend, what that implies, and how a release says it.
+
+* :class:`PrivacySpec` - the budget a mechanism spends, resolved once from exactly one of
+  ``epsilon`` (with ``delta``), ``rho`` or a :class:`~hierdp.privacy.budget.Budget`, in the
+  calculus its noise lives in: ``"zcdp"`` (discrete Gaussian), ``"pure"`` (geometric / Laplace)
+  or ``"approx"`` (noise plus thresholding, e.g. the stability histogram).
+* :class:`Guarantee` and :func:`implied_guarantees` - the guarantee in every calculus a spend
+  implies: pure ε-DP ⇒ (ε²/2)-zCDP ⇒ RDP ⇒ (ε, δ)-DP; ρ-zCDP ⇒ RDP α ↦ ρα ⇒ (ε, δ)-DP by the
+  analytic bound (paper 000 Lemma 3, paper 004 eq. 8) and the tight numeric one (eq. 7).
+* :func:`describe_guarantee` - the one function that words a guarantee (every release, every
+  mechanism, the CLI), so that the same privacy reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from hierdp.privacy.accounting import (
+    check_delta,
+    check_epsilon,
+    check_rho,
+    rdp_to_approx_dp,
+    zcdp_to_approx_dp,
+)
+from hierdp.privacy.budget import Budget
+from hierdp.privacy.errors import PrivacyParameterError
+
+__all__ = ["PrivacySpec", "Guarantee", "implied_guarantees", "describe_guarantee", "guarantee_text",
+           "CALCULI"]
+
+#: The calculi a mechanism's noise can be accounted in.
+CALCULI = ("zcdp", "pure", "approx")
+_CONVERSIONS = ("analytic", "numeric")
+_NOISE_OF = {"zcdp": "discrete Gaussian noise (zCDP)", "pure": "geometric / Laplace noise (pure DP)",
+             "approx": "noise with thresholding ((epsilon, delta)-DP)"}
+
+
+@dataclass(frozen=True)
+class PrivacySpec:
+    """The budget a mechanism spends, resolved from what the user gave.
+
+    Attributes:
+        budget: the total spent, in the mechanism's calculus (zCDP ρ, pure ε or (ε, δ)).
+        delta: δ of the implied (ε, δ) statements (``None``: none requested).
+        epsilon_target: the ε the user asked for as an (ε, δ) target (``None`` otherwise).
+        conversion: how an (ε, δ) target became ρ: ``"analytic"`` (paper 000 Lemma 3) or
+            ``"numeric"`` (the tight conversion).
+    """
+
+    budget: Budget
+    delta: float | None
+    epsilon_target: float | None
+    conversion: str = "analytic"
+
+    @property
+    def calculus(self) -> str:
+        """``"zcdp"``, ``"pure"`` or ``"approx"``."""
+        return self.budget.calculus
+
+    @property
+    def rho(self) -> float | None:
+        """ρ of a zCDP spec; for a pure spec the ρ = ε²/2 it implies; ``None`` for (ε, δ)."""
+        if self.calculus == "approx":
+            return None
+        return float(self.budget.to_zcdp().rho)
+
+    @property
+    def epsilon(self) -> float | None:
+        """ε of a pure or (ε, δ) spec (``None`` for zCDP: see :meth:`implied_epsilon`)."""
+        return None if self.calculus == "zcdp" else float(self.budget.epsilon)
+
+    @classmethod
+    def resolve(cls, epsilon: float | None = None, delta: float | None = None, rho: float | None = None,
+                budget: Budget | None = None, conversion: str = "analytic", *,
+                calculus: str = "zcdp") -> "PrivacySpec":
+        """Exactly one of ``epsilon`` (with ``delta`` for zCDP), ``rho`` or ``budget``.
+
+        ``calculus`` is the one the mechanism's noise lives in: ``"zcdp"`` accepts an (ε, δ)
+        target (converted to the largest ρ meeting it by ``conversion``), a ρ, or any Budget;
+        ``"pure"`` accepts ε (``delta`` then only sets the δ of the reported (ε, δ) figures) or a
+        pure Budget; ``"approx"`` accepts (ε, δ) or an approx Budget.
+
+        Raises:
+            PrivacyParameterError: naming the parameter that is missing, extra or out of range.
+        """
+        if calculus not in CALCULI:
+            raise PrivacyParameterError(f"calculus must be one of {CALCULI}, got {calculus!r}")
+        given = [name for name, v in (("epsilon", epsilon), ("rho", rho), ("budget", budget)) if v is not None]
+        if len(given) != 1:
+            what = "epsilon (with delta), rho, or budget" if calculus == "zcdp" else \
+                "epsilon or a pure budget" if calculus == "pure" else "epsilon with delta, or budget"
+            raise PrivacyParameterError(
+                f"give exactly one of {what}" + (f"; got {', '.join(given)}" if given else "; got none"))
+        if conversion not in _CONVERSIONS:
+            raise PrivacyParameterError(f"conversion must be 'analytic' or 'numeric', got {conversion!r}")
+        d = None if delta is None else check_delta(delta, "delta")
+        if budget is not None and not isinstance(budget, Budget):
+            raise PrivacyParameterError(f"budget must be a hierdp.privacy.budget.Budget, got {type(budget).__name__}")
+        if calculus == "zcdp":
+            return cls._resolve_zcdp(epsilon, d, rho, budget, conversion)
+        if calculus == "pure":
+            if rho is not None:
+                raise PrivacyParameterError(
+                    f"rho: this mechanism's noise is pure epsilon-DP (geometric / Laplace); give epsilon, "
+                    f"not rho={rho!r} (zCDP does not imply pure DP)")
+            if budget is not None and budget.calculus != "pure":
+                raise PrivacyParameterError(f"budget: this mechanism needs a pure epsilon budget, got {budget}")
+            b = budget if budget is not None else Budget.pure(check_epsilon(epsilon, "epsilon"))
+            return cls(b, d, None, conversion)
+        # approx
+        if rho is not None:
+            raise PrivacyParameterError(
+                f"rho: this mechanism is (epsilon, delta)-DP (noise plus a threshold), not zCDP; give epsilon and "
+                f"delta, not rho={rho!r}")
+        if budget is not None:
+            if budget.calculus != "approx":
+                raise PrivacyParameterError(f"budget: this mechanism needs an (epsilon, delta) budget, got {budget}")
+            return cls(budget, float(budget.delta), float(budget.epsilon), conversion)
+        if d is None:
+            raise PrivacyParameterError("delta: this mechanism is (epsilon, delta)-DP; give delta with epsilon")
+        return cls(Budget.approx(check_epsilon(epsilon, "epsilon"), d), d, float(epsilon), conversion)
+
+    @classmethod
+    def _resolve_zcdp(cls, epsilon: float | None, delta: float | None, rho: float | None, budget: Budget | None,
+                      conversion: str) -> "PrivacySpec":
+        if epsilon is not None:
+            eps = check_epsilon(epsilon, "epsilon")
+            if delta is None:
+                raise PrivacyParameterError(
+                    "delta: epsilon needs delta (zCDP Gaussian noise gives (epsilon, delta)-DP)")
+            return cls(Budget.approx(eps, delta).to_zcdp(conversion), delta, eps, conversion)  # type: ignore[arg-type]
+        if rho is not None:
+            return cls(Budget.zcdp(check_rho(rho, "rho")), delta, None, conversion)
+        assert budget is not None
+        if budget.calculus == "approx":
+            return cls(budget.to_zcdp(conversion), float(budget.delta), float(budget.epsilon), conversion)
+        return cls(budget.to_zcdp(), delta, None, conversion)
+
+    def implied_epsilon(self, method: str | None = None) -> float | None:
+        """ε of the (ε, δ)-DP guarantee implied at ``self.delta`` (``None`` without δ)."""
+        if self.delta is None:
+            return None
+        if self.calculus == "approx":
+            return float(self.budget.epsilon)
+        eps = zcdp_to_approx_dp(float(self.budget.to_zcdp().rho), self.delta, method or self.conversion)
+        return min(eps, float(self.budget.epsilon)) if self.calculus == "pure" else float(eps)
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """One guarantee a release satisfies.
+
+    Attributes:
+        calculus: ``"pure"``, ``"zcdp"``, ``"rdp"`` or ``"approx"``.
+        parameters: ``{"epsilon"}``, ``{"rho"}``, ``{"alpha", "tau"}`` or ``{"epsilon", "delta"}``.
+        method: how it follows from what was spent (e.g. ``"as spent"``, ``"Lemma 3 (analytic)"``).
+        valid: False for figures reported only for comparison (a paper's formula that is not a
+            bound); such entries never count as the release's guarantee.
+    """
+
+    calculus: str
+    parameters: Mapping[str, float]
+    method: str
+    valid: bool = True
+
+    def __str__(self) -> str:
+        p = self.parameters
+        if self.calculus == "pure":
+            return f"{p['epsilon']:.6g}-DP"
+        if self.calculus == "zcdp":
+            return f"{p['rho']:.6g}-zCDP"
+        if self.calculus == "rdp":
+            return f"(alpha={p['alpha']:.6g}, {p['tau']:.6g})-RDP"
+        return f"({p['epsilon']:.6g}, {p['delta']:.3g})-DP"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat dict (one row of :meth:`Accounting.to_frame`)."""
+        return {"calculus": self.calculus, **{k: float(v) for k, v in self.parameters.items()},
+                "method": self.method, "valid": self.valid}
+
+
+def _pure_rdp(eps: float) -> Callable[[np.ndarray], np.ndarray]:
+    half_sq = eps * eps / 2.0
+    return lambda a: np.minimum(eps, np.asarray(a, dtype=np.float64) * half_sq)
+
+
+def implied_guarantees(total: Budget, delta: float | None = None, *,
+                       rdp_curve: Callable[[np.ndarray], np.ndarray] | None = None,
+                       zcdp_rho: float | None = None) -> tuple[Guarantee, ...]:
+    """Every guarantee ``total`` implies (at ``delta`` for the (ε, δ) ones).
+
+    Args:
+        total: what was spent (one calculus).
+        delta: δ of the (ε, δ) figures; ``None`` gives none (and no RDP point).
+        rdp_curve: a tighter valid RDP curve than the generic one, if the mechanism has one
+            (e.g. the exact curve of the geometric mechanism, paper 004).
+        zcdp_rho: a tighter valid zCDP ρ than the generic ε²/2 of a pure spend, if known.
+    """
+    out: list[Guarantee] = []
+    calc = total.calculus
+    if calc == "approx":
+        out.append(Guarantee("approx", {"epsilon": float(total.epsilon), "delta": float(total.delta)}, "as spent"))
+        return tuple(out)
+    if calc == "pure":
+        eps = float(total.epsilon)
+        out.append(Guarantee("pure", {"epsilon": eps}, "as spent"))
+        rho = eps * eps / 2.0 if zcdp_rho is None else min(zcdp_rho, eps * eps / 2.0)
+        out.append(Guarantee("zcdp", {"rho": rho}, "pure eps-DP implies (eps^2/2)-zCDP (Bun & Steinke 2016)"
+                             if zcdp_rho is None else "composed per count (eps^2/2-zCDP each)"))
+        curve = rdp_curve if rdp_curve is not None else _pure_rdp(eps)
+    else:
+        rho = float(total.rho)
+        out.append(Guarantee("zcdp", {"rho": rho}, "as spent"))
+        curve = rdp_curve if rdp_curve is not None else (lambda a, r=rho: r * np.asarray(a, dtype=np.float64))
+    if delta is None:
+        return tuple(out)
+    d = check_delta(delta, "delta")
+    eps_rdp, alpha = rdp_to_approx_dp(curve, d)
+    out.append(Guarantee("rdp", {"alpha": alpha, "tau": float(np.asarray(curve(np.array([alpha])))[0])},
+                         "RDP curve at the order best for delta"))
+    if calc == "pure":
+        out.append(Guarantee("approx", {"epsilon": float(total.epsilon), "delta": 0.0}, "pure (delta = 0)"))
+    out.append(Guarantee("approx", {"epsilon": zcdp_to_approx_dp(rho, d, "analytic"), "delta": d},
+                         "zCDP, analytic (paper 000 Lemma 3)"))
+    out.append(Guarantee("approx", {"epsilon": zcdp_to_approx_dp(rho, d, "numeric"), "delta": d},
+                         "zCDP, tight numeric (paper 004 eq. 7)"))
+    out.append(Guarantee("approx", {"epsilon": eps_rdp, "delta": d}, "RDP (paper 004 Lemma 4)"))
+    return tuple(out)
+
+
+def _best(guarantees: Sequence[Guarantee], calculus: str, method_prefix: str = "") -> Guarantee | None:
+    cands = [g for g in guarantees if g.calculus == calculus and g.valid and g.method.startswith(method_prefix)]
+    if not cands:
+        return None
+    key = {"pure": "epsilon", "zcdp": "rho", "approx": "epsilon", "rdp": "tau"}[calculus]
+    return min(cands, key=lambda g: g.parameters[key])
+
+
+def describe_guarantee(accounting: Any) -> str:
+    """The guarantee of a release in words, the same for every mechanism.
+
+    Reads ``accounting.total``, ``.unit`` (a :class:`~hierdp.privacy.unit.PrivacyUnit` or ``None``),
+    ``.delta``, ``.guarantees``, ``.notes`` and ``.assumptions`` (any object with these attributes,
+    normally a :class:`hierdp.release.Accounting`). Examples::
+
+        0.0132154-zCDP (bounded neighbours (n public), m=1 records per person), implies (1, 1e-08)-DP
+        by Lemma 3 [tight: (0.870686, 1e-08)-DP]
+        1-DP (pure; unbounded neighbours, m=1 records per person), implies 0.5-zCDP
+        (1, 1e-06)-DP (bounded neighbours (n public), m=1 trips per person; stability histogram, Thm 8)
+    """
+    total: Budget = accounting.total
+    unit = getattr(accounting, "unit", None)
+    who = unit.describe() if unit is not None and hasattr(unit, "describe") else ""
+    gs = tuple(getattr(accounting, "guarantees", ()) or ())
+    delta = getattr(accounting, "delta", None)
+    calc = total.calculus
+    if calc == "zcdp":
+        s = f"{float(total.rho):.6g}-zCDP ({who})" if who else f"{float(total.rho):.6g}-zCDP"
+        a, n = _best(gs, "approx", "zCDP, analytic"), _best(gs, "approx", "zCDP, tight")
+        if a is not None and n is not None:
+            s += (f", implies ({a.parameters['epsilon']:.6g}, {delta:.3g})-DP by Lemma 3 "
+                  f"[tight: ({n.parameters['epsilon']:.6g}, {delta:.3g})-DP]")
+    elif calc == "pure":
+        s = f"{float(total.epsilon):.6g}-DP (pure; {who})" if who else f"{float(total.epsilon):.6g}-DP (pure)"
+        z = _best(gs, "zcdp")
+        if z is not None:
+            s += f", implies {z.parameters['rho']:.6g}-zCDP"
+        best = _best([g for g in gs if g.parameters.get("delta", 0.0) > 0], "approx")
+        if best is not None and best.parameters["epsilon"] < float(total.epsilon):
+            s += f" and ({best.parameters['epsilon']:.6g}, {delta:.3g})-DP by {best.method}"
+    else:
+        s = f"({float(total.epsilon):.6g}, {float(total.delta):.3g})-DP" + (f" ({who})" if who else "")
+    notes = [str(x) for x in getattr(accounting, "notes", ()) or ()]
+    if notes:
+        s += "; " + "; ".join(notes)
+    assumptions = [str(x) for x in getattr(accounting, "assumptions", ()) or ()]
+    if assumptions:
+        s += "; assumes: " + "; ".join(assumptions)
+    return s
+
+
+def guarantee_text(spec: PrivacySpec, neighbours: str, extra: str = "") -> str:
+    """Old wording helper (``"ρ-zCDP (neighbours...), implies (ε, δ)-DP ..."``), kept for its import
+    path; new code builds a :class:`hierdp.release.Accounting` and calls :func:`describe_guarantee`."""
+
+    @dataclass
+    class _Words:
+        total: Budget
+        delta: float | None
+        guarantees: tuple = field(default_factory=tuple)
+        unit: Any = None
+        notes: tuple = ()
+        assumptions: tuple = ()
+
+    words = _Words(spec.budget, spec.delta, implied_guarantees(spec.budget, spec.delta))
+    text = describe_guarantee(words)
+    head, _, tail = text.partition(",")
+    return (f"{head} ({neighbours}{extra})," + tail) if tail else f"{head} ({neighbours}{extra})"

@@ -1,0 +1,19 @@
+"""Releases: what a mechanism returns, in one protocol for every shape of output.
+
+* :class:`BaseRelease` - the protocol: ``to_frame()``, ``check_consistency()``, ``accounting``,
+  ``accounting_text()``, ``guarantee``, ``mechanism``, ``params``, ``timings``.
+* :class:`TreeRelease` (old name :class:`Release`) and :class:`ReleaseLevel` - a private tree,
+  level by level (TopDown, VanillaGauss, SH).
+* :class:`TableRelease` - a table of counts (SafeTab; a histogram per node).
+* :class:`Accounting` and :class:`Spend` - the typed accounting every release carries;
+  :class:`~hierdp.privacy.spec.Guarantee` - one guarantee in one calculus.
+"""
+
+from hierdp.privacy.spec import Guarantee
+from hierdp.release.accounting import Accounting, Spend
+from hierdp.release.base import BaseRelease
+from hierdp.release.table import TableRelease
+from hierdp.release.tree import Release, ReleaseLevel, TreeRelease
+
+__all__ = ["BaseRelease", "TreeRelease", "Release", "ReleaseLevel", "TableRelease", "Accounting", "Spend",
+           "Guarantee"]

@@ -1,0 +1,224 @@
+"""The typed accounting every release carries: what was spent, on what, and what it guarantees.
+
+An :class:`Accounting` holds
+
+* the **calculus** and **total** :class:`~hierdp.privacy.budget.Budget` the mechanism spent;
+* the **spends** per part (a level, a population-group level, a node set), copied from the
+  :class:`~hierdp.privacy.budget.Accountant` ledger the mechanism wrote them to *before* drawing
+  each part's noise, with the noise details (σ², scale, sensitivity);
+* the **privacy unit** (:class:`~hierdp.privacy.unit.PrivacyUnit`: neighbouring relation and
+  contributions);
+* the **guarantee in every calculus** the spend implies (:attr:`Accounting.guarantees`): pure,
+  zCDP, RDP, (ε, δ) - as applicable;
+* the **assumptions** the guarantee rests on (e.g. "the observed domain is public") and
+  **notes** on what the output is (e.g. "values may be negative").
+
+:meth:`Accounting.text` words it with :func:`hierdp.privacy.spec.describe_guarantee`, the one
+wording function. Paper families subclass it when they have a tighter analysis (SafeTab's exact
+RDP curve of the geometric mechanism, :class:`hierdp.mechanisms.safetab.SafeTabAccounting`).
+
+For code written against the old untyped dict, ``accounting["rho"]``, ``accounting["per_level"]``
+and ``accounting.get(...)`` still work (see :meth:`Accounting.legacy`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+import pandas as pd
+
+from hierdp.privacy.budget import Budget
+from hierdp.privacy.spec import Guarantee, describe_guarantee, implied_guarantees
+from hierdp.privacy.unit import PrivacyUnit
+
+__all__ = ["Accounting", "Spend"]
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One part of a release's budget, recorded before that part's noise was drawn.
+
+    Attributes:
+        label: what was measured, e.g. ``"level 2 (country)"``.
+        budget: the amount, in the accounting's calculus (exact).
+        details: the noise behind it: ``noise``, ``sigma2`` or ``scale``, ``sensitivity``, ...
+    """
+
+    label: str
+    budget: Budget
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """``"rho=0.0033 sigma2=302.678"`` - the budget and its noise parameter."""
+        params = " ".join(f"{k}={v:.6g}" for k, v in self.budget.parameters.items())
+        noise = " ".join(f"{k}={self.details[k]:.6g}" for k in ("sigma2", "scale") if k in self.details)
+        extra = self.details.get("note")
+        return " ".join(x for x in (params, noise, extra) if x)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat dict: label, calculus, budget parameters, scalar details."""
+        out: dict[str, Any] = {"part": self.label, "calculus": self.budget.calculus, **self.budget.parameters}
+        out.update({k: v for k, v in self.details.items() if np.isscalar(v) or v is None})
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accounting:
+    """The privacy accounting of one release (see the module docstring).
+
+    Attributes:
+        mechanism: the mechanism's name.
+        total: the budget the mechanism spends in all (its calculus is the accounting's).
+        unit: the privacy unit (``None`` only for releases built by hand).
+        delta: δ of the (ε, δ) figures (``None``: none requested).
+        spends: the parts, in the order their noise was drawn.
+        assumptions: what the guarantee assumes public or true, beyond the unit.
+        notes: what the output is, where it matters to a reader (negative values, ...).
+        conversion: how an (ε, δ) target became ρ (``"analytic"`` / ``"numeric"``), if it did.
+        epsilon_target: the ε the user asked for, if given as (ε, δ).
+        details: family-specific figures (per-level noise, thresholds, the ledger summary).
+    """
+
+    mechanism: str
+    total: Budget
+    unit: PrivacyUnit | None = None
+    delta: float | None = None
+    spends: tuple[Spend, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    conversion: str | None = None
+    epsilon_target: float | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    # -- what was spent ----------------------------------------------------------------------
+    @property
+    def calculus(self) -> str:
+        """``"zcdp"``, ``"pure"`` or ``"approx"``: the calculus the release was accounted in."""
+        return self.total.calculus
+
+    @property
+    def spent(self) -> Budget:
+        """The spends composed (equal to :attr:`total` for a complete release)."""
+        return sum((s.budget for s in self.spends), Budget._zero(self.calculus))
+
+    # -- what it guarantees -----------------------------------------------------------------
+    def rdp_curve(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """A valid RDP curve tighter than the generic one implied by :attr:`total` (override)."""
+        return None
+
+    def zcdp_bound(self) -> float | None:
+        """A valid ρ tighter than the generic ε²/2 of a pure total (override)."""
+        return None
+
+    @cached_property
+    def guarantees(self) -> tuple[Guarantee, ...]:
+        """Every guarantee the release satisfies, in every calculus that applies."""
+        return implied_guarantees(self.total, self.delta, rdp_curve=self.rdp_curve(), zcdp_rho=self.zcdp_bound())
+
+    def guarantee(self, calculus: str) -> Guarantee | None:
+        """The tightest valid guarantee in ``calculus`` (``"pure"``, ``"zcdp"``, ``"rdp"``,
+        ``"approx"``), or ``None`` when the release has none in it (e.g. pure DP for Gaussian
+        noise)."""
+        key = {"pure": "epsilon", "zcdp": "rho", "approx": "epsilon", "rdp": "tau"}.get(calculus)
+        if key is None:
+            raise ValueError(f"calculus must be 'pure', 'zcdp', 'rdp' or 'approx', got {calculus!r}")
+        cands = [g for g in self.guarantees if g.calculus == calculus and g.valid]
+        if calculus == "approx" and self.delta is not None:
+            cands = [g for g in cands if g.parameters["delta"] <= self.delta]
+        return min(cands, key=lambda g: g.parameters[key]) if cands else None
+
+    def rdp(self, alpha: float | np.ndarray) -> np.ndarray:
+        """The release's RDP curve at the orders ``alpha`` (> 1)."""
+        a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+        curve = self.rdp_curve()
+        if curve is not None:
+            return np.asarray(curve(a), dtype=np.float64)
+        if self.calculus == "zcdp":
+            return float(self.total.rho) * a
+        if self.calculus == "pure":
+            eps = float(self.total.epsilon)
+            return np.minimum(eps, a * eps * eps / 2.0)
+        return np.full(a.shape, np.inf)  # (eps, delta)-DP implies no RDP bound
+
+    def text(self) -> str:
+        """The guarantee in words (:func:`hierdp.privacy.spec.describe_guarantee`)."""
+        return describe_guarantee(self)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    # -- tables ------------------------------------------------------------------------------
+    def to_frame(self) -> pd.DataFrame:
+        """One row per guarantee: calculus, parameters, method, valid."""
+        return pd.DataFrame([g.as_dict() for g in self.guarantees])
+
+    def spends_frame(self) -> pd.DataFrame:
+        """One row per spend: part, calculus, budget parameters, noise details."""
+        return pd.DataFrame([s.as_dict() for s in self.spends])
+
+    def lines(self) -> list[str]:
+        """Per-part lines for :meth:`hierdp.release.BaseRelease.accounting_text`."""
+        per_level = self.details.get("per_level")
+        if per_level:
+            return [f"  level {item['level']:>2} {item.get('name', ''):<24} {item['spend']}" for item in per_level]
+        width = max((len(s.label) for s in self.spends), default=0)
+        return [f"  {s.label:<{width}}  {s.describe()}" for s in self.spends]
+
+    def as_dict(self) -> dict[str, Any]:
+        """A flat, machine-readable summary (one row of a comparison frame)."""
+        out: dict[str, Any] = {"mechanism": self.mechanism, "calculus": self.calculus,
+                               **{f"total_{k}": v for k, v in self.total.parameters.items()},
+                               "delta": self.delta}
+        for calc in ("pure", "zcdp"):
+            g = self.guarantee(calc)
+            out[f"{calc}_{'epsilon' if calc == 'pure' else 'rho'}"] = \
+                None if g is None else g.parameters["epsilon" if calc == "pure" else "rho"]
+        g = self.guarantee("approx")
+        out["approx_epsilon"] = None if g is None else g.parameters["epsilon"]
+        if self.unit is not None:
+            out.update(self.unit.as_dict())
+        out["assumptions"] = "; ".join(self.assumptions)
+        out["guarantee"] = self.text()
+        return out
+
+    # -- the old dict interface --------------------------------------------------------------
+    def legacy(self) -> dict[str, Any]:
+        """The keys of the untyped accounting dict releases used to carry (``rho``, ``delta``,
+        ``epsilon``, ``epsilon_numeric``, ``epsilon_target``, ``conversion``, ``bounded``,
+        ``contributions``, ``guarantee``, plus every entry of :attr:`details`)."""
+        rho = float(self.total.rho) if self.calculus == "zcdp" else None
+        eps_a = eps_n = None
+        for g in self.guarantees:
+            if g.calculus == "approx" and g.method.startswith("zCDP, analytic"):
+                eps_a = g.parameters["epsilon"]
+            if g.calculus == "approx" and g.method.startswith("zCDP, tight"):
+                eps_n = g.parameters["epsilon"]
+        if self.calculus != "zcdp":
+            eps_a = eps_n = float(self.total.epsilon)
+        out: dict[str, Any] = {
+            "rho": rho, "delta": self.delta, "epsilon_target": self.epsilon_target,
+            "epsilon": eps_a, "epsilon_numeric": eps_n, "conversion": self.conversion,
+            "bounded": None if self.unit is None else self.unit.bounded,
+            "contributions": None if self.unit is None else self.unit.contributions,
+            "calculus": self.calculus, "assumptions": list(self.assumptions),
+        }
+        out.update(self.details)
+        out["guarantee"] = self.text()
+        return out
+
+    def __getitem__(self, key: str) -> Any:
+        return self.legacy()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``accounting.get(key, default)`` as on the old dict."""
+        return self.legacy().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.legacy()
+
+    def keys(self) -> Iterator[str]:
+        """The old dict's keys."""
+        return iter(self.legacy().keys())

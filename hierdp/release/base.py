@@ -1,0 +1,67 @@
+"""The release protocol: what every mechanism's output offers, whatever its shape.
+
+A release is a tree of nodes (:class:`~hierdp.release.tree.TreeRelease`, TopDown and the flat
+paper-000 baselines), a table of counts (:class:`~hierdp.release.table.TableRelease`, SafeTab; a
+histogram per node for group sizes fits it too), or a spatial partition; each one implements
+
+* ``to_frame()`` - the published numbers, one row per released count, tidy;
+* ``check_consistency()`` - the invariants the release *promises* (children sum to parents,
+  non-negative integers, one tabulation per group, ...) checked on its own values; an empty list
+  means all hold;
+* ``accounting`` - a typed :class:`~hierdp.release.accounting.Accounting`;
+* ``accounting_text()`` / ``guarantee`` - the same wording for every mechanism;
+* ``mechanism``, ``params``, ``timings``.
+
+New release types subclass :class:`BaseRelease` and implement the two abstract methods.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["BaseRelease"]
+
+
+class BaseRelease(ABC):
+    """Shared behaviour of every release (see the module docstring).
+
+    Subclasses provide the attributes ``mechanism: str``, ``accounting`` (an
+    :class:`~hierdp.release.accounting.Accounting`; a plain dict is tolerated for releases built by
+    hand), ``params: dict`` and ``timings``; ``solver`` is optional.
+    """
+
+    mechanism: str
+    accounting: Any
+    params: dict
+
+    @abstractmethod
+    def to_frame(self) -> pd.DataFrame:
+        """The released numbers, one row per count."""
+
+    @abstractmethod
+    def check_consistency(self) -> list[str]:
+        """Violations of the invariants the release promises (empty: all hold)."""
+
+    @property
+    def guarantee(self) -> str:
+        """The privacy guarantee in words, e.g. ``"0.0123-zCDP (bounded neighbours ...), implies ..."``."""
+        a = self.accounting
+        if hasattr(a, "text"):
+            return a.text()
+        return str(a.get("guarantee", "")) if isinstance(a, dict) else ""
+
+    def accounting_text(self) -> str:
+        """Multi-line accounting: mechanism (and solver), guarantee, then one line per part."""
+        solver = getattr(self, "solver", None)
+        lines = [f"mechanism: {self.mechanism}" + (f" (solver {solver})" if solver else ""),
+                 f"guarantee: {self.guarantee}"]
+        a = self.accounting
+        if hasattr(a, "lines"):
+            lines.extend(a.lines())
+        elif isinstance(a, dict):
+            for item in a.get("per_level", []):
+                lines.append(f"  level {item['level']:>2} {item.get('name', ''):<24} {item['spend']}")
+        return "\n".join(lines)

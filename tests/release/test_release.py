@@ -1,0 +1,108 @@
+"""The release protocol and typed accounting: invariants checked exactly (Python integers as the
+oracle), the old dict interface, what each release promises."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hierdp.mechanisms import create
+from hierdp.mechanisms.safetab import PopulationGroupLevel
+from hierdp.privacy.budget import Budget
+from hierdp.privacy.unit import PrivacyUnit
+from hierdp.release import Accounting, BaseRelease, Release, ReleaseLevel, Spend, TableRelease, TreeRelease
+
+
+def _levels(root: int, kids: list[int]) -> list[ReleaseLevel]:
+    return [ReleaseLevel(np.array([0]), np.array([-1]), np.array([root], np.int64)),
+            ReleaseLevel(np.arange(len(kids)), np.zeros(len(kids), np.int64), np.array(kids, np.int64))]
+
+
+def test_consistency_is_exact_beyond_float_precision():
+    big = 2 ** 62
+    ok = TreeRelease(_levels(big + 1, [big, 1]), ["t", "c"], "hand", None, {}, [0.0, 0.0])
+    assert ok.check_consistency() == []
+    # off by one at 2^62: equal in float64 (the sum rounds), different in integers
+    assert float(big) + 1.0 == float(big)
+    off = TreeRelease(_levels(big + 1, [big, 2]), ["t", "c"], "hand", None, {}, [0.0, 0.0])
+    (msg,) = off.check_consistency()
+    assert f"value {big + 1} but children sum to {big + 2}" in msg
+
+
+def test_negative_values_break_a_tree_that_promises_non_negativity():
+    rel = TreeRelease(_levels(3, [5, -2]), ["t", "c"], "hand", None, {}, [0.0, 0.0])
+    assert rel.check_consistency() == ["level 1: negative values"]
+    raw = TreeRelease(_levels(3, [5, -2]), ["t", "c"], "hand", None, {}, [0.0, 0.0], nonnegative=False)
+    assert raw.check_consistency() == []
+
+
+def test_old_names_and_hand_built_releases_still_work():
+    assert Release is TreeRelease and issubclass(TreeRelease, BaseRelease)
+    rel = Release(_levels(3, [1, 2]), ["t", "c"], "hand", None, {"guarantee": "g", "per_level": [
+        {"level": 1, "name": "c", "spend": "rho=1"}]}, [0.0, 0.0])
+    assert rel.guarantee == "g"
+    assert rel.accounting_text().splitlines() == ["mechanism: hand", "guarantee: g", "  level  1 c                        rho=1"]
+
+
+def test_accounting_reads_like_the_old_dict_and_adds_up_its_spends():
+    total = Budget.zcdp(0.3)
+    parts = total.split_uniform(3)
+    acc = Accounting(mechanism="m", total=total, unit=PrivacyUnit(contributions=2), delta=1e-8,
+                     spends=tuple(Spend(f"level {i}", p, {"sigma2": 1.0}) for i, p in enumerate(parts, 1)),
+                     details={"per_level": [], "split": "uniform over 3 parts"})
+    assert acc.spent == total and acc["rho"] == 0.3 and acc["contributions"] == 2 and acc["bounded"] is True
+    assert acc["split"] == "uniform over 3 parts" and acc.get("nope", 7) == 7 and "guarantee" in acc
+    # the old "epsilon" key is the analytic conversion rho + 2 sqrt(rho log(1/delta)) (closed form: ulps)
+    assert acc["epsilon"] == pytest.approx(0.3 + 2 * np.sqrt(0.3 * np.log(1e8)), rel=1e-13)
+    assert acc["guarantee"] == acc.text()
+    assert acc.rdp(np.array([2.0, 4.0])).tolist() == [0.6, 1.2]  # rho * alpha
+    assert list(acc.spends_frame()["part"]) == ["level 1", "level 2", "level 3"]
+    with pytest.raises(ValueError, match="calculus"):
+        acc.guarantee("renyi")
+
+
+def _safetab_release(**kw):
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({"sex": rng.choice(["F", "M"], 400), "age": rng.integers(0, 95, 400)})
+    pairs = pd.DataFrame({"record": df.index, "group": rng.choice(["a", "b", "c"], 400)})
+    levels = [PopulationGroupLevel("L", 50.0, 1, pairs, universe=["a", "b", "c"], total_only=["c"])]
+    return create("safetab", levels=levels, sex_values=["F", "M"], thresholds=(10, 100, 1000), **kw).release(df, seed=0)
+
+
+def test_a_table_release_checks_what_it_promises():
+    rel = _safetab_release()
+    assert isinstance(rel, TableRelease) and rel.check_consistency() == []
+    assert rel.to_frame() is rel.frame and rel.parameters is rel.params
+    # drop one Sex x Age cell of a group: the cell set is incomplete
+    f = rel.frame
+    adaptive = f[f["tabulation"].astype(str).str.startswith("sex_")]
+    broken = type(rel)(**{**rel.__dict__, "frame": f.drop(index=adaptive.index[0])})
+    (msg,) = broken.check_consistency()
+    assert "cells, expected" in msg
+    # a group given two tabulations
+    two = f.copy()
+    two["tabulation"] = two["tabulation"].astype(str)
+    two.loc[adaptive.index[0], "tabulation"] = "total"
+    assert any("more than one tabulation" in m for m in type(rel)(**{**rel.__dict__, "frame": two}).check_consistency())
+    # non-integer counts
+    floaty = f.assign(noisy_count=f["noisy_count"].astype(float))
+    assert "not integer" in type(rel)(**{**rel.__dict__, "frame": floaty}).check_consistency()[0]
+
+
+def test_vanilla_gauss_says_its_values_are_raw_or_clamps_them():
+    df = pd.DataFrame({"a": np.repeat(np.arange(20), 10), "b": np.arange(200), "n": 0})
+    df.loc[0, "n"] = 1
+    from hierdp.hierarchy import Hierarchy
+
+    h = Hierarchy.from_frame(df, levels=["a", "b"], count="n")
+    raw = create("vanilla", rho=0.5).release(h, seed=0)
+    assert (raw.levels[-1].values < 0).any() and raw.check_consistency() == []
+    assert "can be negative" in raw.guarantee and "released total is noisy" in raw.guarantee
+    clamped = create("vanilla", rho=0.5, clamp=True).release(h, seed=0)
+    assert all((lv.values >= 0).all() for lv in clamped.levels) and clamped.check_consistency() == []
+    assert "post-processing" in clamped.guarantee
+    # clamping is post-processing of the same noise: each clamped leaf is max(raw leaf, 0)
+    raw_leaf = dict(zip(raw.levels[-1].keys.tolist(), raw.levels[-1].values.tolist()))
+    for k, v in zip(clamped.levels[-1].keys.tolist(), clamped.levels[-1].values.tolist()):
+        assert v == max(raw_leaf[k], 0)
