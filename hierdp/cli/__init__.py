@@ -22,6 +22,7 @@ from hierdp.cli.console import (
     EXIT_TERMINATED,
     Console,
     Terminated,
+    exit_now_if_abandoned,
     one_line,
     terminate_on_sigterm,
 )
@@ -66,7 +67,18 @@ def _message(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``hierdp`` console script; returns the exit code."""
+    """Entry point of the ``hierdp`` console script; returns the exit code.
+
+    Run as the console script (``argv=None``), an interrupted command whose worker is still
+    inside a long C call ends the process at once instead of waiting for that call.
+    """
+    code = _main(argv)
+    if argv is None:
+        exit_now_if_abandoned(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     from hierdp.errors import HierdpError
     from hierdp.solvers.base import SolverFailed
 

@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import Any, Callable, TypeVar
 
-__all__ = ["EXIT_OK", "EXIT_INTERNAL", "EXIT_INPUT", "EXIT_SOLVER", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE",
+__all__ = ["ABANDONED", "exit_now_if_abandoned", "EXIT_OK", "EXIT_INTERNAL", "EXIT_INPUT", "EXIT_SOLVER", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE",
            "EXIT_TERMINATED", "Console", "Terminated", "one_line", "run_interruptible", "terminate_on_sigterm"]
 
 EXIT_OK = 0
@@ -103,11 +103,36 @@ def run_interruptible(fn: Callable[[], T]) -> T:
 
     worker = threading.Thread(target=target, name="hierdp-work", daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(0.05)
+    try:
+        while worker.is_alive():
+            worker.join(0.05)
+    except BaseException:  # Ctrl-C / SIGTERM: the worker is abandoned (see exit_now)
+        ABANDONED.append(worker)
+        raise
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+#: workers left running by an interruption (a long C call cannot be stopped from outside)
+ABANDONED: list[threading.Thread] = []
+
+
+def exit_now_if_abandoned(code: int) -> None:
+    """After an interruption, end the process at once.
+
+    The interpreter's orderly shutdown takes seconds after a large secure-mode run was cut
+    short (it waits for a worker still inside a C call, and tears down everything it built).
+    Everything the command promised is already done (messages printed, temporary files
+    removed), so flush and leave. Only for the console script, never inside a caller's process.
+    """
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) or any(t.is_alive() for t in ABANDONED):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
 
 
 def terminate_on_sigterm() -> Callable[[], None]:

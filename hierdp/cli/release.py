@@ -153,6 +153,14 @@ def layout_of(args: argparse.Namespace) -> str:
         if not (args.origin_levels and args.destination_levels):
             raise CliError("the level layout needs both --origin-levels and --destination-levels")
         return "levels-od"
+    if args.count:
+        ids = (_split(args.levels) or []) + [c for c in (args.origin, args.destination) if c] \
+            + (_split(args.origin_levels) or []) + (_split(args.destination_levels) or [])
+        if args.count in ids and not trips:
+            raise CliError(f"--count {args.count!r} is also a level column; the count column holds numbers, "
+                           "the level columns identifiers")
+        if args.count in (args.origin, args.destination):
+            raise CliError(f"--count {args.count!r} is also the --origin or --destination column")
     if args.levels:
         if args.destination_geo:
             raise CliError("--destination-geo applies to trips and the level layout, not to --levels")
@@ -200,6 +208,9 @@ def build_tree(args: argparse.Namespace, df: Any) -> Any:
                                        destination_levels=_split(args.destination_levels), count=args.count,
                                        kind=args.tree, origin_geo=og, destination_geo=dg,
                                        observed_domain_public=bool(args.observed_domain_public and geo is None))
+    unknown = [c for c in levels if c not in df.columns]
+    if unknown:
+        raise CliError(f"input {Path(args.input).name}: unknown column {unknown[0]!r}; columns are {list(df.columns)}")
     if geo is not None:
         missing = [c for c in levels if c not in geo.columns]
         if missing:
