@@ -11,7 +11,9 @@ from hierdp.hierarchy import Hierarchy, HierarchyError, ODTree
 from hierdp.models import Problem, ProblemError
 from hierdp.privacy import Accountant, Budget, make_rng
 from hierdp.solvers import available, solve
+from hierdp.comparison import compare
+from hierdp import plot  # matplotlib is imported only when a figure is drawn
 
 __version__ = "0.1.0"
 __all__ = ["Hierarchy", "HierarchyError", "ODTree", "Problem", "ProblemError", "Budget", "Accountant",
-           "make_rng", "available", "solve", "__version__"]
+           "make_rng", "available", "solve", "compare", "plot", "__version__"]
