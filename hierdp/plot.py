@@ -6,7 +6,8 @@
   seeds, and a band from the smallest to the largest value over the seeds),
 * the false discovery rate (percent of released positive nodes that are truly 0) and the false
   negative rate (percent of truly positive nodes released as 0) per level, mean over seeds,
-* the wall time of one release per configuration (bar: median; whisker: min to max; dots: runs).
+* the wall time of one release per configuration (bar: median; whisker: min to max; dots: runs),
+  and the configurations that could not run, with their status.
 
 ``save_compare_figure(frame, "compare.png")`` writes it. Figures are built on their own canvas
 (``matplotlib.figure.Figure`` + Agg), never through pyplot, so nothing here changes the
@@ -48,8 +49,8 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     """The comparison figure of a :func:`hierdp.compare` frame (see the module docstring).
 
     Args:
-        frame: the tidy frame (``status == "ok"`` rows are drawn; the others are listed
-            under the figure as configurations that did not run).
+        frame: the tidy frame (``status == "ok"`` rows are drawn; configurations that did not
+            run are listed in the seconds panel with their status).
         title: the figure's title (default: data, budget and number of seeds).
         data_label: what was released, for the default title (e.g. ``"world cities"``).
 
@@ -110,7 +111,11 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
 
     ax = axes[1, 1]
     runs = ok.drop_duplicates(["mechanism", "solver", "seed"])
-    ypos = np.arange(len(configs))[::-1]
+    failed = frame[frame["status"] != "ok"].drop_duplicates(["mechanism", "solver"])
+    not_run = [(m, s, st) for m, s, st in zip(failed["mechanism"], failed["solver"], failed["status"])
+               if (m, s) not in colors]
+    rows = configs + [(m, s) for m, s, _ in not_run]
+    ypos = np.arange(len(rows))[::-1]
     spans = []
     for y, conf in zip(ypos, configs):
         t = runs[(runs["mechanism"] == conf[0]) & (runs["solver"] == conf[1])]["run_seconds"].to_numpy(float)
@@ -130,11 +135,16 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_xlim(right=ax.get_xlim()[1] * (1.6 if ax.get_xscale() == "log" else 1.15))
+    for y, (_, _, status) in zip(ypos[len(configs):], not_run):  # configurations that could not run
+        ax.annotate(f"not run: {status}", (ax.get_xlim()[0], y), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8, color="dimgray", style="italic")
     ax.set_yticks(ypos)
-    ax.set_yticklabels([_label(*c) for c in configs], fontsize=9)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticklabels([_label(*c) for c in rows], fontsize=9)
     ax.set_title("seconds per release (median, min to max, each run)", fontsize=11)
     ax.grid(True, axis="x", which="both", alpha=0.3)
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(configs), 5), fontsize=9, frameon=False)
+    ncol = len(configs) if len(configs) <= 5 else -(-len(configs) // 2)
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=9, frameon=False)
 
     n_seeds = int(ok["seed"].nunique())
     if title is None:
@@ -145,11 +155,6 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
         title = (f"hierdp compare{on}: {budget}, {n_seeds} seed{'s' if n_seeds > 1 else ''} "
                  f"(lines: median over seeds, bands: min to max)")
     fig.suptitle(title, fontsize=12)
-    failed = frame[frame["status"] != "ok"].drop_duplicates(["mechanism", "solver"])
-    if len(failed):
-        note = "not run: " + "; ".join(f"{_label(m, s)}: {st}" for m, s, st in
-                                       zip(failed["mechanism"], failed["solver"], failed["status"]))
-        fig.text(0.01, 0.995, note, fontsize=8, color="dimgray", ha="left", va="top")
     return fig
 
 

@@ -165,13 +165,15 @@ def run_compare(args: argparse.Namespace) -> int:
                             **({"conversion": args.conversion} if args.conversion != "analytic" else {}))
             return tree, frame, time.perf_counter() - t0
 
-        tree, frame, secs = run_interruptible(work)
+        t_start = time.perf_counter()
+        tree, frame, _ = run_interruptible(work)
         write_table_atomic(frame, out)
         if fig_path is not None:
             from hierdp.plot import compare_figure
 
             label = "bundled world cities" if args.input is None else Path(args.input).name
             write_figure_atomic(compare_figure(frame, data_label=label), fig_path)
+        secs = time.perf_counter() - t_start
     except KeyboardInterrupt:
         console.error("interrupted; nothing was written" if not out.exists() or args.overwrite
                       else "interrupted")

@@ -227,7 +227,9 @@ def _check_rows_in_domain(order: np.ndarray, leaf_starts: np.ndarray, m_dom: int
                           levels: list[str]) -> None:
     """Every data row's leaf path must hold a domain row (rows ``< m_dom`` in the combined
     order are the domain's)."""
-    leaf_of_sorted = np.cumsum(np.isin(np.arange(order.size), leaf_starts)) - 1
+    starts = np.zeros(order.size, bool)
+    starts[leaf_starts] = True
+    leaf_of_sorted = np.cumsum(starts) - 1  # leaf (finest group) of each sorted row
     is_dom = order < m_dom
     has_dom = np.zeros(leaf_starts.size, bool)
     has_dom[leaf_of_sorted[is_dom]] = True

@@ -123,8 +123,10 @@ def test_figure_draws_every_configuration(tree, tmp_path) -> None:
     ok = frame[(frame["status"] == "ok") & (frame["mechanism"] == "vanilla")]
     want = ok.groupby("level")["max_abs_error"].median().to_numpy(float)
     assert np.array_equal(max_ax.lines[-1].get_ydata(), want)
-    note = " ".join(t.get_text() for t in fig.texts)
-    assert "inftda (projection): unsupported" in note and "tda_l2 (intopt): unsupported" in note
+    seconds_ax = fig.axes[3]
+    rows = [t.get_text() for t in seconds_ax.get_yticklabels()]
+    assert rows[-2:] == ["inftda (projection)", "tda_l2 (intopt)"]  # listed with their status
+    assert [t.get_text() for t in seconds_ax.texts][-2:] == ["not run: unsupported"] * 2
     path = save_compare_figure(frame, tmp_path / "c.png")
     assert path.read_bytes()[:8] == PNG
     with pytest.raises(ValueError, match="nothing to plot"):
