@@ -144,3 +144,17 @@ def test_unseeded_run_draws_and_prints_a_seed_that_reproduces_it(tmp_path, capsy
     seed = line.split("seed ")[1].split()[0]
     assert main(base + ["-o", str(tmp_path / "b.csv"), "--seed", seed]) == 0
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
+
+def test_parquet_input_and_csv_with_byte_order_mark(tmp_path) -> None:
+    # Parquet keeps its own types: integer ids become their text, counts stay exact integers
+    df = pd.DataFrame({"state": ["01", "01", "02"], "county": [1001, 1003, 2001],
+                       "pop": np.array([10**12 + 1, 4, 5], dtype=np.int64)})
+    df.to_parquet(tmp_path / "in.parquet")
+    geo = pd.DataFrame({"state": ["01", "01", "02"], "county": ["1001", "1003", "2001"]})
+    geo.to_csv(tmp_path / "geo.csv", index=False, encoding="utf-8-sig")  # a BOM, as Excel writes
+    assert main(["release", str(tmp_path / "in.parquet"), "-o", str(tmp_path / "o.csv"), "--levels", "state,county",
+                 "--count", "pop", "--geo", str(tmp_path / "geo.csv"), "--rho", "1", "--seed", "0", "--quiet"]) == 0
+    out = _read(tmp_path / "o.csv")
+    assert int(out.loc[out["level"] == 0, "value"].iloc[0]) == 10**12 + 10
+    assert set(out.loc[out["level"] == 2, "node"]) <= {"01/1001", "01/1003", "02/2001"}
