@@ -246,6 +246,7 @@ def build_mechanism(args: argparse.Namespace) -> Any:
     (``vanilla``, ``sh``) rather than silently ignored.
     """
     from hierdp.mechanisms import registry
+    from hierdp.privacy.errors import PrivacyError
 
     name = args.mechanism
     if name not in MECHANISMS_WITH_SOLVER and name in ("vanilla", "sh"):
@@ -265,6 +266,17 @@ def build_mechanism(args: argparse.Namespace) -> Any:
         if bad:
             raise CliError(f"--{bad.replace('_', '-')} does not apply to --mechanism {name}") from None
         raise
+    except PrivacyError as exc:
+        raise privacy_context(args, exc) from None
+
+
+def privacy_context(args: argparse.Namespace, exc: Exception) -> CliError:
+    """A library privacy error with the flags it is about (``privacy parameters --epsilon 1e-300
+    --delta 1e-08: ...``)."""
+    delta = args.delta if args.delta is not None else (1e-8 if args.epsilon is not None else None)
+    given = " ".join(f"--{k} {v:g}" for k, v in (("epsilon", args.epsilon), ("delta", delta), ("rho", args.rho))
+                     if v is not None)
+    return CliError(f"privacy parameters {given}: {exc}")
 
 
 def randomness_text(secure: bool, seed: int | None, drawn: bool) -> str:
@@ -287,7 +299,8 @@ def domain_text(args: argparse.Namespace) -> str:
 def run_release(args: argparse.Namespace) -> int:
     """Run ``hierdp release``: checks, then read, build, release, write. Returns the exit code;
     errors are raised (:func:`hierdp.cli.main` prints them as one line)."""
-    from hierdp.privacy.domain import check_public_domain
+    from hierdp.privacy.domain import ObservedDomainError, check_public_domain
+    from hierdp.privacy.errors import PrivacyError
 
     console = Console("hierdp release", quiet=args.quiet)
     # everything that can be refused is refused before any input is read or noise drawn
@@ -314,7 +327,12 @@ def run_release(args: argparse.Namespace) -> int:
             t_build = time.perf_counter() - t0
             return tree, t_build, mech.release(tree, seed=seed, progress=not args.quiet)
 
-        tree, t_build, rel = run_interruptible(work)
+        try:
+            tree, t_build, rel = run_interruptible(work)
+        except PrivacyError as exc:
+            if isinstance(exc, ObservedDomainError):
+                raise
+            raise privacy_context(args, exc) from None
         frame = rel.to_frame()
         write_table_atomic(frame, out)
         written = True

@@ -151,6 +151,7 @@ CASES: list[tuple[str, list[str], dict[str, bytes | str], int, str]] = [
     ("epsilon-inf", _with(PLAIN, epsilon="inf"), {}, 2, r"--epsilon: must be a positive finite number"),
     ("epsilon-text", _with(PLAIN, epsilon="one"), {}, 2, r"--epsilon: not a number: 'one'"),
     ("delta-above-one", _with(PLAIN, delta="2"), {}, 2, r"delta"),
+    ("epsilon-tiny", _with(PLAIN, epsilon="1e-300"), {}, 2, r"privacy parameters --epsilon 1e-300 --delta 1e-08: "),
     ("rho-zero", _with(PLAIN, epsilon=None, rho="0"), {}, 2, r"--rho: must be a positive finite number"),
     ("epsilon-and-rho", _with(PLAIN, rho="1"), {}, 2, r"exactly one of --epsilon or --rho"),
     ("no-budget", _with(PLAIN, epsilon=None), {}, 2, r"exactly one of --epsilon or --rho"),
