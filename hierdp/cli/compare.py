@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.console import Console, run_interruptible
+from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
 from hierdp.cli.io import (
     CliError,
     check_figure_path,
@@ -149,6 +149,7 @@ def run_compare(args: argparse.Namespace) -> int:
         console.say("data: the bundled GeoNames world cities (domain declared: the public city list)")
     else:
         console.say(domain_text(args))
+    written: list[Path] = []
     try:
         def work() -> tuple[Any, Any, float]:
             t0 = time.perf_counter()
@@ -168,16 +169,18 @@ def run_compare(args: argparse.Namespace) -> int:
         t_start = time.perf_counter()
         tree, frame, _ = run_interruptible(work)
         write_table_atomic(frame, out)
+        written.append(out)
         if fig_path is not None:
             from hierdp.plot import compare_figure
 
             label = "bundled world cities" if args.input is None else Path(args.input).name
             write_figure_atomic(compare_figure(frame, data_label=label), fig_path)
+            written.append(fig_path)
         secs = time.perf_counter() - t_start
     except KeyboardInterrupt:
-        console.error("interrupted; nothing was written" if not out.exists() or args.overwrite
-                      else "interrupted")
-        return 130
+        done = " and ".join(str(p) for p in written)
+        console.error(f"interrupted after writing {done}" if written else "interrupted; nothing was written")
+        return EXIT_INTERRUPTED
     console.say(f"input: {args.input or 'bundled world cities'} -> {tree!r}")
     table = summary(frame)
     if len(table):

@@ -485,9 +485,15 @@ class Hierarchy:
         """
         from hierdp.models import Problem
 
-        if hasattr(Problem, "from_hierarchy"):  # the models layer owns Problem construction
-            return Problem.from_hierarchy(self, target, fix_root=fix_root, objective=objective, integer=integer,
-                                          nonnegative=nonnegative, weights=weights)
+        build = getattr(Problem, "from_hierarchy", None)
+        if build is not None:  # the models layer owns Problem construction: this is an alias
+            import inspect
+
+            kwargs = dict(fix_root=fix_root, objective=objective, integer=integer, nonnegative=nonnegative,
+                          weights=weights)
+            accepted = inspect.signature(build).parameters
+            if all(k in accepted for k in kwargs) or any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+                return build(self, target, **kwargs)
         tgt = np.asarray(self._node_vector(target, "target"), dtype=float)
         w = None if weights is None else np.asarray(self._node_vector(weights, "weights"), dtype=float)
         fixed = np.full(self.n, np.nan)
