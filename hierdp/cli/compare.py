@@ -113,7 +113,7 @@ def run_compare(args: argparse.Namespace) -> int:
     :func:`hierdp.cli.main`)."""
     from hierdp.comparison import compare, summary
 
-    console = Console("hierdp compare", quiet=args.quiet)
+    console = Console("hierdp compare")
     mechanisms = _split(args.mechanisms) or []
     solvers = _split(args.solvers)
     _check_names(mechanisms, solvers)

@@ -60,9 +60,8 @@ class Console:
         pipe_closed: stdout was closed by its reader; later output is dropped.
     """
 
-    def __init__(self, prog: str, *, quiet: bool = False) -> None:
+    def __init__(self, prog: str) -> None:
         self.prog = prog
-        self.quiet = quiet
         self.pipe_closed = False
 
     def say(self, text: str = "") -> None:

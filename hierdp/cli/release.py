@@ -302,7 +302,7 @@ def run_release(args: argparse.Namespace) -> int:
     from hierdp.privacy.domain import ObservedDomainError, check_public_domain
     from hierdp.privacy.errors import PrivacyError
 
-    console = Console("hierdp release", quiet=args.quiet)
+    console = Console("hierdp release")
     # everything that can be refused is refused before any input is read or noise drawn
     for f in input_files(args):
         check_input_file(f, "input" if f == Path(args.input) else "--geo")
