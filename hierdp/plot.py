@@ -57,9 +57,12 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     Returns:
         A ``matplotlib.figure.Figure`` (save it with ``fig.savefig(path, dpi=...)``).
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter
+    except ImportError:
+        raise ImportError("hierdp.plot needs matplotlib: pip install 'hierdp[plot]'") from None
 
     ok = frame[frame["status"] == "ok"].copy()
     if ok.empty:

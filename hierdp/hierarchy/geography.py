@@ -182,8 +182,8 @@ class Geography:
         while len(levels) > 1 and df[levels[0]].nunique() == 1:
             root_level = str(levels[0])
             levels = levels[1:]
-        names: list[np.ndarray] = [np.array([root_level], dtype=object)]
-        ids: list[np.ndarray] = [np.array([root_level], dtype=object)]
+        names: list[np.ndarray] = [np.array([root_name], dtype=object)]
+        ids: list[np.ndarray] = [np.array([root_name], dtype=object)]
         parents: list[np.ndarray] = [np.zeros(0, np.int64)]
         row_idx = np.zeros(len(df), np.int64)  # index of each row's area at the current level
         for c in levels:

@@ -110,6 +110,7 @@ def test_summary_is_the_mean_over_seeds_at_the_leaves(tree) -> None:
 
 
 def test_figure_draws_every_configuration(tree, tmp_path) -> None:
+    pytest.importorskip("matplotlib")
     from hierdp.plot import compare_figure, save_compare_figure
 
     frame = compare(tree, ["inftda", "tda_l2", "vanilla"], solvers=["intopt", "projection"], seeds=3)
@@ -134,6 +135,7 @@ def test_figure_draws_every_configuration(tree, tmp_path) -> None:
 
 
 def test_cli_compare_on_the_bundled_data(tmp_path, monkeypatch, capsys) -> None:
+    pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
     assert main(["compare", "--mechanisms", "inftda,vanilla", "--seeds", "2", "--quiet", "-o", "r.csv"]) == 0
     out = capsys.readouterr().out

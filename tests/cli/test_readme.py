@@ -32,6 +32,8 @@ def test_readme_has_python_blocks() -> None:
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{k}" for k in range(len(BLOCKS))])
 def test_readme_block_runs(block, tmp_path, monkeypatch) -> None:
+    if "savefig(" in block:
+        pytest.importorskip("matplotlib")  # the `plot` extra (also in `test`)
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
