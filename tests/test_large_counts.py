@@ -55,7 +55,7 @@ def test_integer_violations_are_exact_at_scale():
 
 def test_release_at_large_counts_is_consistent():
     df = pd.DataFrame({"a": ["x", "x", "y"], "b": ["p", "q", "r"], "n": [2 * 10**12 + 1, 10**12 + 3, 2 * 10**12 + 1]})
-    tree = Hierarchy.from_frame(df, levels=["a", "b"], count="n")
+    tree = Hierarchy.from_frame(df, levels=["a", "b"], count="n", observed_domain_public=True)
     rel = InfTDA(rho=1.0).release(tree, seed=0)
     assert rel.check_consistency() == []
     assert int(rel.levels[1].values.sum()) == int(tree.counts[0])

@@ -107,6 +107,8 @@ def od_tree(level_frame: pd.DataFrame, partition=None):
         count="COUNT",
         origin_geo=geo,
         destination_geo=geo,
+        # synthetic data: without the partition its areas are read from the rows, and that is public here
+        observed_domain_public=partition is None,
     )
 
 

@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
     df = load_tv16()
-    geo = Hierarchy.from_frame(df, levels=["state"], root_name="total")
+    geo = Hierarchy.from_frame(df, levels=["state"], root_name="total",
+                               observed_domain_public=True)  # the states of the survey are public
     print(f"TV16: {len(df)} respondents, {geo.level_counts('state').size} states")
     cov, accounting = coverage_study(df, geo, args.runs, args.chunk, args.seed)
     pd.set_option("display.width", 200)

@@ -1,11 +1,15 @@
-"""Builders of :class:`~hierdp.hierarchy.core.Hierarchy`: from a data frame, edges, or a graph.
+"""Builders of hierarchy arrays: from a data frame, edges, or a graph.
 
-All three validate the input before building anything and raise a member of the
-:class:`~hierdp.hierarchy.errors.HierarchyError` family naming the culprit.
+Each builder validates its input before building anything, raises a member of the
+:class:`~hierdp.hierarchy.errors.HierarchyError` family naming the culprit, and returns plain
+arrays; :class:`~hierdp.hierarchy.core.Hierarchy`'s class methods (``from_frame``,
+``from_edges``, ``from_graph``) turn them into a Hierarchy. This module does not import the
+Hierarchy type, so the two modules do not import each other.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Hashable, Mapping, Sequence
 
 import networkx as nx
@@ -13,10 +17,8 @@ import numpy as np
 import pandas as pd
 
 from hierdp.hierarchy._tree import check_unique_names, object_array
-from hierdp.hierarchy.core import Hierarchy
-from hierdp.hierarchy.counts import coerce_counts
+from hierdp.hierarchy.counts import checked_total, coerce_counts
 from hierdp.hierarchy.errors import (
-    CountError,
     CycleError,
     EmptyInputError,
     HierarchyError,
@@ -25,8 +27,12 @@ from hierdp.hierarchy.errors import (
     UnknownColumnError,
     UnknownNodeError,
 )
+from hierdp.hierarchy.geography import free_root_name
 
 PATH_SEP = "/"
+DEFAULT_ROOT_NAME = "total"
+
+__all__ = ["FrameTree", "frame_arrays", "edge_arrays", "graph_arrays", "check_graph_levels", "PATH_SEP"]
 
 
 def _plain_index(values: np.ndarray) -> pd.Index:
@@ -35,7 +41,33 @@ def _plain_index(values: np.ndarray) -> pd.Index:
 
 
 # ---------------------------------------------------------------------------- from a frame
-def _check_frame(df: pd.DataFrame, levels: list[str], count: str | None, root_name: str) -> None:
+@dataclass(frozen=True)
+class FrameTree:
+    """Arrays of a hierarchy in canonical order (see :mod:`hierdp.hierarchy.core`), counts
+    consistent by construction."""
+
+    names: np.ndarray
+    parent: np.ndarray
+    level_ptr: np.ndarray
+    level_names: list[str]
+    counts: np.ndarray
+
+
+def _check_levels_in(df: pd.DataFrame, levels: list[str], what: str) -> None:
+    for col in levels:
+        if col not in df.columns:
+            raise UnknownColumnError(f"{what}unknown column {col!r}; the frame has columns {list(df.columns)}")
+    for col in levels:
+        na = df[col].isna().to_numpy()
+        if na.any():
+            i = int(np.flatnonzero(na)[0])
+            raise MissingValueError(
+                f"{what}level column {col!r} has a missing value (NaN/None) in row {df.index[i]!r}"
+                + (f" ({int(na.sum())} rows)" if na.sum() > 1 else "")
+            )
+
+
+def _check_frame(df: pd.DataFrame, levels: list[str], count: str | None) -> None:
     if not isinstance(df, pd.DataFrame):
         raise HierarchyError(f"from_frame needs a pandas DataFrame, got {type(df).__name__}")
     if not levels:
@@ -43,27 +75,59 @@ def _check_frame(df: pd.DataFrame, levels: list[str], count: str | None, root_na
     dup = [c for c in levels if levels.count(c) > 1]
     if dup:
         raise HierarchyError(f"level column {dup[0]!r} is listed twice in {levels}")
-    if root_name in levels:
-        raise HierarchyError(f"root_name {root_name!r} is also a level column; level names must differ")
-    for col in levels + ([count] if count is not None else []):
-        if col not in df.columns:
-            raise UnknownColumnError(f"unknown column {col!r}; the frame has columns {list(df.columns)}")
+    if count is not None and count not in df.columns:
+        raise UnknownColumnError(f"unknown column {count!r}; the frame has columns {list(df.columns)}")
     if count is not None and count in levels:
         raise HierarchyError(f"column {count!r} cannot be both a level and the count")
+    for col in levels:
+        if col not in df.columns:
+            raise UnknownColumnError(f"unknown column {col!r}; the frame has columns {list(df.columns)}")
     if len(df) == 0:
         raise EmptyInputError("the data frame has no rows")
-    for col in levels:
-        na = df[col].isna().to_numpy()
-        if na.any():
-            i = int(np.flatnonzero(na)[0])
-            raise MissingValueError(
-                f"level column {col!r} has a missing value (NaN/None) in row {df.index[i]!r}"
-                + (f" ({int(na.sum())} rows)" if na.sum() > 1 else "")
-            )
+    _check_levels_in(df, levels, "")
+
+
+def _domain_frame(domain: Any, levels: list[str]) -> pd.DataFrame:
+    """The declared domain as a frame of the level columns, one row per (leaf) path.
+
+    A Geography (or a Hierarchy) maps its levels below the root onto ``levels`` by position.
+    In a frame, a categorical first level column with a single level contributes its unused
+    categories too (a flat universe, e.g. every state); unused categories deeper down have no
+    known parent and are refused.
+    """
+    if not isinstance(domain, pd.DataFrame):
+        from hierdp.hierarchy.geography import Geography
+
+        geo = Geography.coerce(domain)
+        if geo.g != len(levels):
+            raise HierarchyError(f"domain: the geography has {geo.g} levels below the root "
+                                 f"({geo.level_names[1:]}), the frame {len(levels)} ({levels})")
+        finest = np.arange(geo.sizes[-1], dtype=np.int64)
+        return pd.DataFrame({col: geo.ids[k + 1][geo.ancestor(k + 1, finest)] for k, col in enumerate(levels)})
+    _check_levels_in(domain, levels, "domain: ")
+    dom = domain[levels].reset_index(drop=True)
+    for k, col in enumerate(levels):
+        s = dom[col]
+        if not isinstance(s.dtype, pd.CategoricalDtype):
+            continue
+        unused = s.cat.categories[~s.cat.categories.isin(s.unique())]
+        if len(unused) == 0:
+            continue
+        if len(levels) > 1:
+            raise HierarchyError(
+                f"domain: level column {col!r} declares category {unused[0]!r} that no row uses, so its place in "
+                "the hierarchy is unknown; list every path as a row (or drop unused categories)")
+        dom = pd.concat([dom, pd.DataFrame({col: pd.Categorical(unused, categories=s.cat.categories)})],
+                        ignore_index=True)
+    if len(dom) == 0:
+        raise EmptyInputError("domain: the frame has no rows (and declares no categories)")
+    return dom
 
 
 def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes and uniques of one level column, sorted when the values are comparable."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.astype(object)  # categories of data and domain may differ: compare the values
     try:
         codes, uniques = pd.factorize(col, sort=True)
     except TypeError:  # mixed, incomparable types: keep first-appearance order
@@ -72,39 +136,59 @@ def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), labels
 
 
-def from_frame(df: pd.DataFrame, levels: Sequence[str], count: str | None = None,
-               root_name: str = "total") -> Hierarchy:
-    """Build a hierarchy from a frame with one column per level (coarse to fine).
+def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,
+                 root_name: str | None = None, domain: Any = None) -> FrameTree:
+    """Canonical arrays of the hierarchy of a frame with one column per level (coarse to fine).
 
     Each row is one unit (``count=None``) or carries a count in column ``count``; rows with the
     same leaf path are summed. Node names are paths of level values joined by ``"/"`` from the
     first level down (``"Europe/Italy/Lazio/Rome"``); the root is ``root_name`` and
     ``level_names == [root_name, *levels]``. Children are sorted by value within each parent.
 
+    ``domain``: a frame of the level columns (or a Geography) listing every possible path;
+    the tree then has exactly the domain's nodes (those without rows count 0) and a row whose
+    path is not in it is refused. Without it the nodes are the rows' paths.
+
+    ``root_name=None`` names the root ``"total"``, or ``"(total)"`` when a first-level value
+    or a level column is spelled ``total``; an explicit ``root_name`` that clashes is refused.
+
     Vectorized: one factorize per level column, one lexsort, and per level one boundary scan
     and one ``reduceat`` (10^6 rows with 4 levels take about a second).
 
     Raises:
         UnknownColumnError, EmptyInputError, MissingValueError (NaN in a level column),
-        CountError (NaN/negative/non-integer count, naming the row), MultipleParentsError
-        (two paths that spell the same name, e.g. a value containing ``"/"``).
+        CountError (NaN/negative/non-integer count, naming the row; a total beyond int64),
+        UnknownNodeError (a row outside the declared domain), MultipleParentsError (two paths
+        that spell the same name, e.g. a value containing ``"/"``).
     """
     levels = [levels] if isinstance(levels, str) else list(levels)
-    _check_frame(df, levels, count, root_name)
-    m = len(df)
+    _check_frame(df, levels, count)
+    m_data = len(df)
     if count is None:
-        weights = np.ones(m, np.int64)
+        weights = np.ones(m_data, np.int64)
     else:
         weights, _ = coerce_counts(df[count], df.index, noun="row")
-    coded = [_codes(df[col]) for col in levels]
+    checked_total(weights, what=f"column {count!r}")
+    if domain is not None:
+        dom = _domain_frame(domain, levels)
+        m_dom = len(dom)
+        columns = [pd.concat([dom[c], df[c]], ignore_index=True) for c in levels]
+        weights = np.concatenate([np.zeros(m_dom, np.int64), weights])
+    else:
+        m_dom = 0
+        columns = [df[c] for c in levels]
+    m = m_dom + m_data
+    coded = [_codes(col) for col in columns]
+    first_labels = set(coded[0][1].tolist())
+    taken = first_labels | {str(c) for c in levels}
+    if root_name is None:
+        root_name = free_root_name(DEFAULT_ROOT_NAME, taken)
+    elif root_name in taken:
+        what = "a level column" if root_name in {str(c) for c in levels} else f"a value of level column {levels[0]!r}"
+        raise HierarchyError(f"root_name {root_name!r} is also {what}; node and level names must differ "
+                             "(pass another root_name, or none for an automatic one)")
     order = np.lexsort([c for c, _ in coded][::-1])  # first level is the primary key
     w = weights[order]
-    # the root holds the largest sum: check it exactly, without int64 wrap-around
-    safe = m == 0 or int(w.max()) <= np.iinfo(np.int64).max // max(m, 1)
-    total = 0 if safe else int(np.sum(w.astype(object)))
-    if total > np.iinfo(np.int64).max:
-        raise CountError(f"column {count!r}: the counts sum to {total}, beyond int64; every node count "
-                         "(the root holds the total) must fit in a 64-bit integer")
     new_group = np.zeros(m, bool)
     new_group[0] = True
     names_parts = [np.array([root_name], dtype=object)]
@@ -129,18 +213,37 @@ def from_frame(df: pd.DataFrame, levels: Sequence[str], count: str | None = None
         prev_offset += prev_starts.size
         prev_starts = starts
         level_sizes.append(starts.size)
+    if m_dom:
+        _check_rows_in_domain(order, prev_starts, m_dom, df, levels)
     names = np.concatenate(names_parts)
     parent = np.concatenate(parent_parts)
     check_unique_names(names, parent)
     level_ptr = np.zeros(len(level_sizes) + 1, np.int64)
     np.cumsum(level_sizes, out=level_ptr[1:])
-    # counts are sums over rows, consistent by construction: skip the check
-    return Hierarchy._from_canonical(names, parent, level_ptr, [root_name, *levels],
-                                     np.concatenate(count_parts), check=False)
+    return FrameTree(names, parent, level_ptr, [root_name, *levels], np.concatenate(count_parts))
+
+
+def _check_rows_in_domain(order: np.ndarray, leaf_starts: np.ndarray, m_dom: int, df: pd.DataFrame,
+                          levels: list[str]) -> None:
+    """Every data row's leaf path must hold a domain row (rows ``< m_dom`` in the combined
+    order are the domain's)."""
+    starts = np.zeros(order.size, bool)
+    starts[leaf_starts] = True
+    leaf_of_sorted = np.cumsum(starts) - 1  # leaf (finest group) of each sorted row
+    is_dom = order < m_dom
+    has_dom = np.zeros(leaf_starts.size, bool)
+    has_dom[leaf_of_sorted[is_dom]] = True
+    bad = ~is_dom & ~has_dom[leaf_of_sorted]
+    if bad.any():
+        rows = order[bad] - m_dom
+        i = int(rows.min())
+        path = "/".join(str(df[c].iloc[i]) for c in levels)
+        raise UnknownNodeError(f"row {df.index[i]!r}: path {path!r} is not in the declared domain"
+                               + (f" ({rows.size} rows are outside it)" if rows.size > 1 else ""))
 
 
 # ---------------------------------------------------------------------------- from edges
-def _edge_arrays(edges: Any) -> tuple[np.ndarray, np.ndarray]:
+def _pair_arrays(edges: Any) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(edges, pd.DataFrame):
         if edges.shape[1] != 2:
             raise HierarchyError(f"an edge frame needs exactly 2 columns (parent, child), got {list(edges.columns)}")
@@ -211,9 +314,9 @@ def _aligned_counts(counts: Mapping[Hashable, Any] | pd.Series, names: np.ndarra
     return out
 
 
-def from_edges(edges: Any, counts: Mapping[Hashable, Any] | pd.Series | None = None,
-               level_names: Sequence[str] | None = None, check: bool = True) -> Hierarchy:
-    """Build a hierarchy from (parent, child) pairs.
+def edge_arrays(edges: Any, counts: Mapping[Hashable, Any] | pd.Series | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(names, parent, counts)`` of a hierarchy given as (parent, child) pairs.
 
     Args:
         edges: iterable of ``(parent, child)`` pairs, a 2-column DataFrame or an (m, 2) array.
@@ -221,27 +324,26 @@ def from_edges(edges: Any, counts: Mapping[Hashable, Any] | pd.Series | None = N
             nodes without one are aggregated from their children, those with one are checked
             (parent == sum of children, else InconsistentCountError) unless ``check=False``.
             ``None``: all counts zero (a structure only).
-        level_names: one name per level, root first (default ``level0``, ``level1``, ...).
-
     Raises:
         EmptyInputError, CycleError (naming a node on the cycle), MultipleParentsError (naming
         the node and both parents), NotATreeError (several roots), CountError,
         InconsistentCountError, UnknownNodeError (a count for a node that is in no edge).
     """
-    pa, ch = _edge_arrays(edges)
+    pa, ch = _pair_arrays(edges)
     names, parent = _parent_array(pa, ch)
     values = None if counts is None else _aligned_counts(counts, names)
-    return Hierarchy(names, parent, values, level_names, check=check)
+    return names, parent, values
 
 
 # ---------------------------------------------------------------------------- from a graph
-def from_graph(G: nx.DiGraph, level_names: Sequence[str] | None = None, check: bool = True) -> Hierarchy:
-    """Build a hierarchy from a networkx DiGraph (edges parent -> child).
+def graph_arrays(G: nx.DiGraph, level_names: Sequence[str] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Sequence[str] | None]:
+    """``(names, parent, raw counts, level_names)`` of a networkx DiGraph (edges parent -> child).
 
     Leaves need a ``count`` node attribute; internal nodes may omit it (aggregated) or carry one
-    (checked unless ``check=False``). A ``level`` attribute, where present, must equal the depth.
-    ``level_names`` defaults to ``G.graph["level_names"]`` when present (set by
-    :attr:`Hierarchy.graph`, so a round trip keeps them).
+    (checked unless ``check=False``). ``level_names`` defaults to ``G.graph["level_names"]``
+    when present (set by :attr:`Hierarchy.graph`, so a round trip keeps them). The ``level``
+    attributes are checked after the build by :func:`check_graph_levels`.
     """
     if not isinstance(G, nx.DiGraph):
         raise HierarchyError(f"from_graph needs a networkx DiGraph (edges parent -> child), got {type(G).__name__}")
@@ -263,15 +365,15 @@ def from_graph(G: nx.DiGraph, level_names: Sequence[str] | None = None, check: b
     if level_names is None:
         level_names = G.graph.get("level_names")
     raw = object_array(attrs[v].get("count") for v in names)
-    h = Hierarchy(names, parent, raw, level_names, check=check)
-    given = [(v, attrs[v]["level"]) for v in h.names if "level" in attrs[v]]
-    if given:
-        idx = np.fromiter((h.index_of(v) for v, _ in given), np.int64, len(given))
-        lv = np.array([lvl for _, lvl in given], dtype=object)
-        bad = np.flatnonzero(lv != h.level[idx])
-        if bad.size:
-            k = int(bad[0])
-            raise HierarchyError(
-                f"node {given[k][0]!r} has level attribute {lv[k]!r} but is at depth {int(h.level[idx[k]])}"
-            )
-    return h
+    return names, parent, raw, level_names
+
+
+def check_graph_levels(G: nx.DiGraph, names: np.ndarray, depth_of: Any) -> None:
+    """A ``level`` node attribute, where present, must equal the node's depth in the built tree
+    (``depth_of(name) -> int``)."""
+    attrs = G.nodes
+    for v in names:
+        if "level" in attrs[v]:
+            lvl, depth = attrs[v]["level"], int(depth_of(v))
+            if lvl != depth:
+                raise HierarchyError(f"node {v!r} has level attribute {lvl!r} but is at depth {depth}")

@@ -20,6 +20,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from hierdp.hierarchy import builders
 from hierdp.hierarchy._tree import (
     canonical_order,
     check_unique_names,
@@ -27,7 +28,8 @@ from hierdp.hierarchy._tree import (
     fill_bottom_up,
     object_array,
 )
-from hierdp.hierarchy.counts import coerce_counts
+from hierdp.hierarchy.counts import checked_total, coerce_counts
+from hierdp.hierarchy.domain import DECLARED, OBSERVED, check_domain_attributes, observed_assumption
 from hierdp.hierarchy.errors import (
     CountError,
     CycleError,
@@ -61,6 +63,12 @@ class Hierarchy:
         child_ptr: int64 offsets, children of ``i`` are ``child_ptr[i]:child_ptr[i+1]``.
         counts: int64 counts, ``counts[i] == counts[children(i)].sum()`` for internal nodes.
         level_names: one name per level, root level first.
+        domain_source: ``"declared"`` when the set of nodes was given as public input (edges, a
+            graph, arrays, a ``domain=`` frame), ``"observed"`` when :meth:`from_frame` read it
+            from the rows; mechanisms refuse an observed domain nobody declared public (see
+            :mod:`hierdp.privacy.domain`).
+        domain_assumption: for an observed domain, the user's statement that it is public
+            (``from_frame(..., observed_domain_public=True)``), which releases state; else None.
     """
 
     names: np.ndarray
@@ -71,6 +79,8 @@ class Hierarchy:
     counts: np.ndarray
     is_leaf: np.ndarray
     level_names: list[str]
+    domain_source: str = DECLARED
+    domain_assumption: str | None = None
 
     def __init__(
         self,
@@ -174,6 +184,8 @@ class Hierarchy:
             raise CountError(f"missing count for leaf {self.names[i]!r}" + (f" ({k} leaves lack a count)" if k > 1 else ""))
         values = values.astype(np.int64, copy=True)
         if missing.any():
+            # the root holds the sum of all leaves: if that fits, no filled sum can wrap
+            checked_total(values[self.is_leaf], what="leaf counts")
             fill_bottom_up(values, self.level_ptr, self.child_ptr, self.is_leaf, missing)
         if check:
             internal = np.flatnonzero(~self.is_leaf)
@@ -217,30 +229,78 @@ class Hierarchy:
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, levels: Sequence[str], count: str | None = None,
-                   root_name: str = "total") -> "Hierarchy":
-        """One row per unit (``count=None``) or aggregated counts in column ``count``; see
-        :func:`hierdp.hierarchy.builders.from_frame`."""
-        from hierdp.hierarchy.builders import from_frame
+                   root_name: str | None = None, *, domain: Any = None,
+                   observed_domain_public: bool = False) -> "Hierarchy":
+        """A hierarchy from a frame with one column per level (coarse to fine).
 
-        return from_frame(df, levels, count=count, root_name=root_name)
+        Args:
+            df: one row per unit (``count=None``) or rows with counts in column ``count``; rows
+                with the same path are summed.
+            levels: the level columns, coarse to fine. Node names are ``/``-joined paths.
+            count: the count column (non-negative integers, checked exactly).
+            root_name: the root's name (default ``"total"``, or ``"(total)"`` when a first-level
+                value or a level column is spelled ``total``).
+            domain: the public domain: a frame of the level columns (or a Geography) listing
+                every possible node, e.g. every city of a public gazetteer. The tree then has
+                exactly its nodes, those without rows with count 0 (and measured like any
+                other by a mechanism); a row outside it is refused (UnknownNodeError).
+                ``domain_source`` is ``"declared"``.
+            observed_domain_public: without ``domain``, the nodes are read from the rows
+                (``domain_source == "observed"``) and mechanisms refuse the tree, since a node
+                whose only record is one person would reveal that person; pass True to state
+                that the observed set of nodes is public knowledge (the release says so).
+
+        See :func:`hierdp.hierarchy.builders.frame_arrays` for the errors.
+        """
+        if domain is not None and observed_domain_public:
+            raise HierarchyError("give either domain= (a declared public domain) or observed_domain_public=True, "
+                                 "not both")
+        assumption = observed_assumption(observed_domain_public)
+        t = builders.frame_arrays(df, levels, count, root_name=root_name, domain=domain)
+        # counts are sums over rows, consistent by construction: skip the check
+        h = cls._from_canonical(t.names, t.parent, t.level_ptr, t.level_names, t.counts, check=False)
+        h._set_domain(DECLARED if domain is not None else OBSERVED, None if domain is not None else assumption)
+        return h
 
     @classmethod
     def from_edges(cls, edges: Any, counts: Mapping[Hashable, Any] | pd.Series | None = None,
                    level_names: Sequence[str] | None = None, check: bool = True) -> "Hierarchy":
-        """From (parent, child) pairs or a 2-column frame; see
-        :func:`hierdp.hierarchy.builders.from_edges`."""
-        from hierdp.hierarchy.builders import from_edges
+        """From (parent, child) pairs or a 2-column frame (a declared domain: the caller gave
+        the structure); see :func:`hierdp.hierarchy.builders.edge_arrays`.
 
-        return from_edges(edges, counts=counts, level_names=level_names, check=check)
+        Args:
+            counts: counts keyed by node name. Every leaf needs one; internal nodes without one
+                are aggregated, those with one are checked unless ``check=False``.
+            level_names: one name per level, root first (default ``level0``, ``level1``, ...).
+        """
+        names, parent, values = builders.edge_arrays(edges, counts)
+        return cls(names, parent, values, level_names, check=check)
 
     @classmethod
     def from_graph(cls, G: nx.DiGraph, level_names: Sequence[str] | None = None,
                    check: bool = True) -> "Hierarchy":
-        """From a networkx DiGraph with ``count`` node attributes; see
-        :func:`hierdp.hierarchy.builders.from_graph`."""
-        from hierdp.hierarchy.builders import from_graph
+        """From a networkx DiGraph with ``count`` node attributes (a declared domain); see
+        :func:`hierdp.hierarchy.builders.graph_arrays`. A ``level`` attribute, where present,
+        must equal the depth."""
+        names, parent, raw, lv_names = builders.graph_arrays(G, level_names)
+        h = cls(names, parent, raw, lv_names, check=check)
+        builders.check_graph_levels(G, h.names, lambda v: h.level[h.index_of(v)])
+        return h
 
-        return from_graph(G, level_names=level_names, check=check)
+    def _set_domain(self, source: str, assumption: str | None) -> None:
+        check_domain_attributes(source, assumption)
+        self.domain_source = source
+        self.domain_assumption = assumption
+
+    def with_domain_assumption(self, observed_domain_public: bool = True) -> "Hierarchy":
+        """The same tree with the statement that its observed domain is public (or without it,
+        for ``False``); a declared domain needs none and is returned as is."""
+        if self.domain_source == DECLARED:
+            return self
+        h = self.__class__.__new__(self.__class__)
+        h.__dict__.update(self.__dict__)
+        h._set_domain(OBSERVED, observed_assumption(observed_domain_public))
+        return h
 
     # ------------------------------------------------------------------ sizes and lookup
     @property
@@ -425,6 +485,15 @@ class Hierarchy:
         """
         from hierdp.models import Problem
 
+        build = getattr(Problem, "from_hierarchy", None)
+        if build is not None:  # the models layer owns Problem construction: this is an alias
+            import inspect
+
+            kwargs = dict(fix_root=fix_root, objective=objective, integer=integer, nonnegative=nonnegative,
+                          weights=weights)
+            accepted = inspect.signature(build).parameters
+            if all(k in accepted for k in kwargs) or any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+                return build(self, target, **kwargs)
         tgt = np.asarray(self._node_vector(target, "target"), dtype=float)
         w = None if weights is None else np.asarray(self._node_vector(weights, "weights"), dtype=float)
         fixed = np.full(self.n, np.nan)

@@ -104,3 +104,65 @@ def coerce_counts(
         i = _first(big)
         raise CountError(f"count {x[i]:g} for {noun} {labels[i]!r} does not fit in int64")
     return xz.astype(np.int64), missing
+
+
+def checked_total(values: np.ndarray, *, what: str) -> int:
+    """The exact sum of non-negative int64 counts, refusing a total beyond int64.
+
+    Every partial sum of non-negative counts is at most the total, so a total that fits in int64
+    makes every node count of a tree built from these values fit too. Sums in int64 when that
+    cannot wrap, else in Python integers (no silent wrap-around either way).
+    """
+    v = np.asarray(values, dtype=np.int64)
+    if v.size == 0:
+        return 0
+    if int(v.max()) <= np.iinfo(np.int64).max // v.size:
+        return int(v.sum())
+    total = int(np.sum(v.astype(object)))
+    if total > np.iinfo(np.int64).max:
+        raise CountError(f"{what}: the counts sum to {total}, beyond int64; every node count (the root holds "
+                         "the total) must fit in a 64-bit integer")
+    return total
+
+
+_PLAIN_INT = r"[+]?[0-9]{1,18}"  # at most 18 digits: always within int64
+
+
+def parse_count_text(values: Any, labels: Sequence[Any], *, column: str, noun: str = "row") -> np.ndarray:
+    """Counts given as text (a CSV cell read verbatim) to int64, exactly, naming the bad cell.
+
+    Accepts integer literals (``"12"``, ``"+12"``, ``" 12 "``) and integral decimal or
+    scientific literals (``"12.0"``, ``"1e3"``), parsed with :class:`decimal.Decimal`, so nothing
+    passes through float64 (``"9007199254740993"`` stays exact). Refuses empty cells,
+    non-numbers, negative, fractional, infinite and NaN values and values beyond int64, each
+    with the offending text and ``noun labels[i]``.
+    """
+    from decimal import Decimal, InvalidOperation
+
+    s = pd.Series(values, dtype=object).reset_index(drop=True)
+    text = s.astype(str).str.strip()
+    out = np.zeros(len(s), np.int64)
+    plain = text.str.fullmatch(_PLAIN_INT).to_numpy(dtype=bool)
+    if plain.any():
+        out[plain] = text[plain].astype(np.int64).to_numpy()
+    for i in np.flatnonzero(~plain):  # rare: anything but short plain integers (error path included)
+        raw = s.iloc[i]
+        cell = f"{raw!r} in {noun} {labels[i]!r}" if column is None else \
+            f"{raw!r} in column {column!r}, {noun} {labels[i]!r}"
+        t = text.iloc[i]
+        if t == "" or pd.isna(raw):
+            raise CountError(f"missing count {cell}")
+        try:
+            d = Decimal(t)
+        except InvalidOperation:
+            raise CountError(f"non-numeric count {cell}") from None
+        if d.is_nan() or d.is_infinite():
+            raise CountError(f"{'missing (NaN)' if d.is_nan() else 'infinite'} count {cell}")
+        if d < 0:
+            raise CountError(f"negative count {cell}")
+        if d != d.to_integral_value():
+            raise CountError(f"non-integer count {cell}")
+        if d > np.iinfo(np.int64).max:
+            raise CountError(f"out-of-range count {cell}: beyond int64")
+        out[i] = int(d)
+    return out

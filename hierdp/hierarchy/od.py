@@ -22,188 +22,19 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from hierdp.hierarchy.counts import checked_total, coerce_counts
+from hierdp.hierarchy.domain import observed_assumption
 from hierdp.hierarchy.errors import (
     CountError,
     EmptyInputError,
     HierarchyError,
     MissingValueError,
     UnknownColumnError,
-    UnknownNodeError,
 )
+from hierdp.hierarchy.geography import Geography
 from hierdp.hierarchy.topdown_tree import gather_children
 
 __all__ = ["Geography", "ODTree"]
-
-
-class Geography:
-    """A nested geographic partition as arrays: levels 0 (whole space) .. g (finest areas).
-
-    Attributes:
-        level_names: names of levels 0..g (level 0 is ``root_name``).
-        names: per level, an object array of area labels (unique within the level).
-        parent: per level l >= 1, int64 index of each area's parent at level l-1.
-        child_ptr: per level l < g, CSR pointers: children of area i at level l are the areas
-            ``child_ptr[l][i]:child_ptr[l][i+1]`` of level l+1 (areas are sorted by parent).
-    """
-
-    def __init__(self, level_names: list[str], names: list[np.ndarray], parent: list[np.ndarray]) -> None:
-        self.level_names = level_names
-        self.names = names
-        self.parent = parent
-        self.child_ptr: list[np.ndarray] = []
-        for lev in range(self.g):
-            p = parent[lev + 1]
-            if np.any(np.diff(p) < 0):
-                raise HierarchyError(f"geography level {level_names[lev + 1]!r}: areas not sorted by parent")
-            ptr = np.zeros(names[lev].size + 1, np.int64)
-            np.cumsum(np.bincount(p, minlength=names[lev].size), out=ptr[1:])
-            self.child_ptr.append(ptr)
-        childless = [lev for lev in range(self.g) if np.any(np.diff(self.child_ptr[lev]) == 0)]
-        if childless:
-            lev = childless[0]
-            i = int(np.flatnonzero(np.diff(self.child_ptr[lev]) == 0)[0])
-            raise HierarchyError(
-                f"geography: area {names[lev][i]!r} at level {level_names[lev]!r} has no sub-area at "
-                f"level {level_names[lev + 1]!r}; every finest area must sit at the last level")
-        self._finest_index: pd.Index | None = None
-        self.paths: np.ndarray = names[-1]
-
-    @property
-    def g(self) -> int:
-        """Number of geographic levels below the whole space."""
-        return len(self.names) - 1
-
-    @property
-    def sizes(self) -> list[int]:
-        """Number of areas per level."""
-        return [int(n.size) for n in self.names]
-
-    def ancestor(self, level: int, finest_idx: np.ndarray) -> np.ndarray:
-        """Index at ``level`` of the ancestors of finest-level areas."""
-        idx = np.asarray(finest_idx, dtype=np.int64)
-        for lev in range(self.g, level, -1):
-            idx = self.parent[lev][idx]
-        return idx
-
-    def finest_index(self, ids: Any, what: str) -> np.ndarray:
-        """Finest-level index of each area id; raises :class:`UnknownNodeError` naming the first
-        id that is not a finest area of this geography."""
-        if self._finest_index is None:
-            self._finest_index = pd.Index(self.names[self.g].astype(str))
-        arr = pd.Series(ids).astype(str).to_numpy()
-        pos = self._finest_index.get_indexer(arr)
-        if np.any(pos < 0):
-            bad = arr[np.flatnonzero(pos < 0)[0]]
-            raise UnknownNodeError(f"{what}: area {bad!r} is not a finest-level area of the geography "
-                                   f"(level {self.level_names[-1]!r})")
-        return pos.astype(np.int64)
-
-    def finest_index_of_paths(self, paths: Any, what: str) -> np.ndarray:
-        """Like :meth:`finest_index` but by full path labels (kept in ``self.paths``)."""
-        index = pd.Index(np.asarray(self.paths, dtype=object).astype(str))
-        arr = pd.Series(paths).astype(str).to_numpy()
-        pos = index.get_indexer(arr)
-        if np.any(pos < 0):
-            bad = arr[np.flatnonzero(pos < 0)[0]]
-            raise UnknownNodeError(f"{what}: area {bad!r} is not in the geography")
-        return pos.astype(np.int64)
-
-    # ------------------------------------------------------------------ builders
-    @classmethod
-    def from_frame(cls, df: pd.DataFrame, levels: Sequence[str] | None = None, *,
-                   root_name: str = "total") -> "Geography":
-        """From a frame with one column per level, coarse to fine (the finest = area ids).
-
-        Rows may repeat. Leading columns holding a single value (the whole space, e.g.
-        ``LEVEL0``) are dropped: level 0 is always the implicit root. An area is identified by its path (its ids from the coarsest level),
-        so ids need only be unique under their parent; the finest ids must be unique, since
-        trips name their finest area only.
-        """
-        if not isinstance(df, pd.DataFrame):
-            raise HierarchyError(f"geography must be a DataFrame or a Hierarchy, got {type(df).__name__}")
-        levels = list(df.columns) if levels is None else list(levels)
-        if not levels:
-            raise EmptyInputError("geography: no level columns given")
-        for c in levels:
-            if c not in df.columns:
-                raise UnknownColumnError(f"geography: unknown column {c!r} (columns: {list(df.columns)})")
-        if len(df) == 0:
-            raise EmptyInputError("geography: the frame has no rows")
-        for c in levels:
-            na = df[c].isna().to_numpy()
-            if na.any():
-                raise MissingValueError(f"geography: column {c!r} has a missing value at row {int(np.flatnonzero(na)[0])}")
-        # a leading column with a single value is the whole space, i.e. the implicit root
-        root_level = root_name
-        while len(levels) > 1 and df[levels[0]].nunique() == 1:
-            root_level = str(levels[0])
-            levels = levels[1:]
-        names: list[np.ndarray] = [np.array([root_name], dtype=object)]
-        parents: list[np.ndarray] = [np.zeros(0, np.int64)]
-        row_idx = np.zeros(len(df), np.int64)  # index of each row's area at the current level
-        for c in levels:
-            raw_codes, raw_uniques = pd.factorize(df[c].astype(str), sort=True)
-            combo = row_idx * max(len(raw_uniques), 1) + raw_codes
-            uniq, inv = np.unique(combo, return_inverse=True)
-            par = uniq // max(len(raw_uniques), 1)
-            labels = np.asarray(raw_uniques, dtype=object)[uniq % max(len(raw_uniques), 1)]
-            names.append(labels)
-            parents.append(par.astype(np.int64))
-            row_idx = inv.astype(np.int64).ravel()
-        finest = names[-1].astype(str)
-        if pd.Index(finest).has_duplicates:
-            dup = pd.Index(finest)[pd.Index(finest).duplicated()][0]
-            raise HierarchyError(f"geography: finest area {dup!r} (column {levels[-1]!r}) lies in two "
-                                 "different parent areas; finest ids must be unique")
-        # coarser labels must be unique within their level for readable output: make paths
-        for lev in range(1, len(names) - 1):
-            lab = names[lev].astype(str)
-            if pd.Index(lab).has_duplicates:
-                names[lev] = np.array([f"{names[lev - 1][p]}/{x}" if lev > 1 else x
-                                       for p, x in zip(parents[lev], lab)], dtype=object)
-        return cls([root_level] + [str(c) for c in levels], names, parents)
-
-    @classmethod
-    def from_hierarchy(cls, h: Any) -> "Geography":
-        """From a :class:`~hierdp.hierarchy.Hierarchy` whose leaves all sit at the last level.
-
-        Area labels are the last component of the hierarchy's ``/``-joined path names when that
-        is unique within the level, else the full path.
-        """
-        level_ptr = np.asarray(h.level_ptr, dtype=np.int64)
-        parent = np.asarray(h.parent, dtype=np.int64)
-        child_ptr = np.asarray(h.child_ptr, dtype=np.int64)
-        n_levels = int(h.n_levels)
-        full = np.asarray(h.names, dtype=object).astype(str)
-        names: list[np.ndarray] = []
-        parents: list[np.ndarray] = []
-        for lev in range(n_levels):
-            lo, hi = int(level_ptr[lev]), int(level_ptr[lev + 1])
-            lab = full[lo:hi]
-            short = np.array([s.rsplit("/", 1)[-1] for s in lab], dtype=object)
-            names.append(short if not pd.Index(short).has_duplicates else lab.astype(object))
-            if lev == 0:
-                if hi - lo != 1:
-                    raise HierarchyError("geography hierarchy must have a single root")
-                parents.append(np.zeros(0, np.int64))
-            else:
-                parents.append(parent[lo:hi] - int(level_ptr[lev - 1]))
-            if lev < n_levels - 1 and np.any(child_ptr[lo + 1:hi + 1] - child_ptr[lo:hi] == 0):
-                i = int(np.flatnonzero(child_ptr[lo + 1:hi + 1] - child_ptr[lo:hi] == 0)[0])
-                raise HierarchyError(f"geography: area {lab[i]!r} at level {lev} has no sub-area; "
-                                     "every finest area must sit at the last level")
-        return cls([str(x) for x in h.level_names], names, parents)
-
-    @classmethod
-    def coerce(cls, geo: Any, levels: Sequence[str] | None = None) -> "Geography":
-        """A :class:`Geography` from a Geography, a Hierarchy or a frame of level columns."""
-        if isinstance(geo, Geography):
-            return geo
-        if isinstance(geo, pd.DataFrame):
-            return cls.from_frame(geo, levels)
-        if all(hasattr(geo, a) for a in ("level_ptr", "child_ptr", "parent", "names")):
-            return cls.from_hierarchy(geo)
-        raise HierarchyError(f"geography must be a DataFrame, a Hierarchy or a Geography, got {type(geo).__name__}")
 
 
 class _ODNamer:
@@ -246,10 +77,16 @@ class ODTree:
         origin_geo, destination_geo: the two :class:`Geography` (may be the same object).
         level_pairs: per tree level L, ``(a, b)`` = (origin geo level, destination geo level).
         n_levels: 2g + 1.
+        domain_source: ``"declared"`` when both geographies are (the structure was given, e.g.
+            a public geography), ``"observed"`` when one was read from the trips' rows; see
+            :mod:`hierdp.privacy.domain`. The constructor's ``domain_source`` /
+            ``domain_assumption`` override what the geographies say.
+        domain_assumption: the user's statement that an observed domain is public, else None.
     """
 
     def __init__(self, origin_geo: Geography, destination_geo: Geography, leaf_orig: np.ndarray,
-                 leaf_dest: np.ndarray, leaf_count: np.ndarray, *, kind: str = "destination") -> None:
+                 leaf_dest: np.ndarray, leaf_count: np.ndarray, *, kind: str = "destination",
+                 domain_source: str | None = None, domain_assumption: str | None = None) -> None:
         if kind not in ("destination", "origin"):
             raise HierarchyError(f"kind must be 'destination' or 'origin', got {kind!r}")
         if origin_geo.g != destination_geo.g:
@@ -279,17 +116,28 @@ class ODTree:
         leaf_count = np.asarray(leaf_count, dtype=np.int64)
         anc_o = {a: origin_geo.ancestor(a, leaf_orig) for a in range(g + 1)}
         anc_d = {b: destination_geo.ancestor(b, leaf_dest) for b in range(g + 1)}
+        if np.any(leaf_count < 0):
+            raise HierarchyError(f"negative trip count {int(leaf_count[np.flatnonzero(leaf_count < 0)[0]])}")
+        # exact: every partial sum is at most the total, so a total within int64 cannot wrap
+        self.root_count = checked_total(leaf_count, what="trip counts")
         for a, b in self.level_pairs:
             k = anc_o[a] * destination_geo.sizes[b] + anc_d[b]
-            uk, inv = np.unique(k, return_inverse=True)
-            c = np.bincount(inv.ravel(), weights=leaf_count, minlength=uk.size)
-            c = np.rint(c).astype(np.int64) if c.size else np.zeros(0, np.int64)
+            order = np.argsort(k, kind="stable")
+            ks = k[order]
+            if ks.size:
+                starts = np.flatnonzero(np.concatenate([[True], ks[1:] != ks[:-1]]))
+                uk, c = ks[starts], np.add.reduceat(leaf_count[order], starts)  # int64, exact
+            else:
+                uk, c = ks, np.zeros(0, np.int64)
             m = c != 0
             self._keys.append(uk[m])
             self._counts.append(c[m])
         self.root_key = 0
-        self.root_count = int(leaf_count.sum())
         self.namer = _ODNamer(self)
+        observed = [geo for geo in (origin_geo, destination_geo) if geo.domain_source == "observed"]
+        self.domain_source = domain_source or ("observed" if observed else "declared")
+        self.domain_assumption = domain_assumption if domain_source is not None else (
+            next((geo.domain_assumption for geo in observed if geo.domain_assumption), None) if observed else None)
 
     # ------------------------------------------------------------------ builders
     @classmethod
@@ -317,9 +165,13 @@ class ODTree:
             geo_levels: level columns of frame geographies (default: all their columns).
             kind: ``"destination"`` (refine destinations first) or ``"origin"``.
 
+        The geography is the tree's public domain (``domain_source == "declared"``): every
+        area of it, with or without trips, is part of the tree. (A geography given as a
+        Hierarchy read from private rows stays ``"observed"``.)
+
         Raises:
             HierarchyError family: unknown column, area not in the geography, negative or
-            non-integer counts, empty input.
+            non-integer counts, counts whose total exceeds int64, empty input.
         """
         if not isinstance(trips, pd.DataFrame):
             raise HierarchyError(f"trips must be a DataFrame, got {type(trips).__name__}")
@@ -332,7 +184,7 @@ class ODTree:
             na = trips[c].isna().to_numpy()
             if na.any():
                 raise MissingValueError(f"trips: column {c!r} has a missing value at row {int(np.flatnonzero(na)[0])}")
-        cnt = _coerce_counts(trips[count] if count is not None else None, len(trips), count)
+        cnt = _trip_counts(trips, count)
         og = Geography.coerce(origin_geo, geo_levels)
         dg = og if destination_geo is None else Geography.coerce(destination_geo, geo_levels)
         lo = og.finest_index(trips[origin], f"origin column {origin!r}")
@@ -351,16 +203,23 @@ class ODTree:
         origin_geo: Any = None,
         destination_geo: Any = None,
         shared_geography: bool = True,
+        observed_domain_public: bool = False,
     ) -> "ODTree":
         """Build from the paper's reference layout: ``LEVEL0_ORIG..LEVELg_ORIG,
         LEVEL0_DEST..LEVELg_DEST, COUNT`` (ids unique only within a level).
 
-        A level column with a single value (the whole space, ``LEVEL0_*``) is dropped: level 0
-        is always the root. Without explicit geographies, the geography is read from the rows:
-        with ``shared_geography`` (default, origins and destinations in the same space and with
-        the same level count) it is the union of the origin and destination paths, otherwise one
-        per side. Areas absent from the data are then unknown to the tree: pass ``origin_geo`` /
-        ``destination_geo`` for the full public partition when it has areas without trips.
+        The domain (every area of every level) should be public: pass ``origin_geo`` (and
+        ``destination_geo`` when the sides differ), a frame of level columns coarse to fine, a
+        :class:`Geography` or a Hierarchy listing every area, trips or not. Rows are then
+        looked up by their finest ids, and their coarser ids must agree with the geography.
+        The leading data columns beyond the geography's levels must hold one value each (the
+        whole space, ``LEVEL0_*``).
+
+        Without a geography the areas are read from the rows (``domain_source ==
+        "observed"``): with ``shared_geography`` (default) the union of the origin and
+        destination paths, otherwise one per side, leading single-valued columns dropped. Such
+        a tree is refused by every mechanism unless ``observed_domain_public=True`` states that
+        the observed set of areas is public knowledge (the release then says it assumes so).
         """
         if not isinstance(df, pd.DataFrame):
             raise HierarchyError(f"expected a DataFrame, got {type(df).__name__}")
@@ -376,10 +235,23 @@ class ODTree:
             na = df[c].isna().to_numpy()
             if na.any():
                 raise MissingValueError(f"column {c!r} has a missing value at row {int(np.flatnonzero(na)[0])}")
+        cnt = _trip_counts(df, count)
+        if origin_geo is not None:
+            # the declared public partition(s): rows name their finest ids, coarser ids are checked
+            og = Geography.coerce(origin_geo)
+            dg = og if destination_geo is None else Geography.coerce(destination_geo)
+            o_use = _align_to_geography(df, o_lv, og, "origin")
+            d_use = _align_to_geography(df, d_lv, dg, "destination")
+            lo = og.finest_index(df[o_use[-1]], f"origin column {o_use[-1]!r}")
+            ld = dg.finest_index(df[d_use[-1]], f"destination column {d_use[-1]!r}")
+            og.check_ancestors(lo, [df[c] for c in o_use], o_use, "origin")
+            dg.check_ancestors(ld, [df[c] for c in d_use], d_use, "destination")
+            return cls(og, dg, lo, ld, cnt, kind=kind)
+        if destination_geo is not None:
+            raise HierarchyError("destination_geo given without origin_geo")
         # drop leading whole-space columns (one value on both sides)
         while len(o_lv) > 1 and df[o_lv[0]].nunique() == 1 and df[d_lv[0]].nunique() == 1:
             o_lv, d_lv = o_lv[1:], d_lv[1:]
-        cnt = _coerce_counts(df[count] if count is not None else None, len(df), count)
         # within-level ids -> path strings, so that finest ids are unique geography-wide
         o_paths = _path_frame(df, o_lv)
         d_paths = _path_frame(df, d_lv)
@@ -388,15 +260,6 @@ class ODTree:
             names = [str(o) for o in o_lv]
         o_paths.columns = names
         d_paths.columns = names
-        if origin_geo is not None:
-            # explicit public partition(s): trips name their finest ids directly
-            og = Geography.coerce(origin_geo)
-            dg = og if destination_geo is None else Geography.coerce(destination_geo)
-            lo = og.finest_index(df[o_lv[-1]], f"origin column {o_lv[-1]!r}")
-            ld = dg.finest_index(df[d_lv[-1]], f"destination column {d_lv[-1]!r}")
-            return cls(og, dg, lo, ld, cnt, kind=kind)
-        if destination_geo is not None:
-            raise HierarchyError("destination_geo given without origin_geo")
         if shared_geography:
             both = pd.concat([o_paths, d_paths], ignore_index=True).drop_duplicates()
             og = _short_labels(Geography.from_frame(both, names))
@@ -406,7 +269,8 @@ class ODTree:
             dg = _short_labels(Geography.from_frame(d_paths.drop_duplicates(), names))
         lo = og.finest_index_of_paths(o_paths[names[-1]], "origin")
         ld = dg.finest_index_of_paths(d_paths[names[-1]], "destination")
-        return cls(og, dg, lo, ld, cnt, kind=kind)
+        return cls(og, dg, lo, ld, cnt, kind=kind, domain_source="observed",
+                   domain_assumption=observed_assumption(observed_domain_public))
 
     # ------------------------------------------------------------------ TopDownTree protocol
     def _side_refined(self, level: int) -> str:
@@ -482,24 +346,31 @@ class ODTree:
                 f"{self.destination_geo.sizes[-1]}, nonzero_pairs={self.n_nonzero}, trips={self.root_count})")
 
 
-def _coerce_counts(col: pd.Series | None, n: int, name: str | None) -> np.ndarray:
-    """Trip counts as int64, refusing NaN, negative and non-integer values (naming the row)."""
-    if col is None:
-        return np.ones(n, np.int64)
+def _trip_counts(df: pd.DataFrame, count: str | None) -> np.ndarray:
+    """Trip counts as int64 through the one checked conversion of :mod:`.counts` (exact: no
+    float64 on the way; NaN, negative, fractional, non-numeric and beyond-int64 values refused
+    naming the row); one per row without a count column."""
+    if count is None:
+        return np.ones(len(df), np.int64)
     try:
-        v = pd.to_numeric(col, errors="raise").to_numpy(dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise CountError(f"count column {name!r} is not numeric ({exc})") from None
-    bad = ~np.isfinite(v)
-    if bad.any():
-        raise CountError(f"count column {name!r}: missing or infinite value at row {int(np.flatnonzero(bad)[0])}")
-    if np.any(v < 0):
-        i = int(np.flatnonzero(v < 0)[0])
-        raise CountError(f"count column {name!r}: negative count {v[i]:g} at row {i}")
-    if np.any(v != np.round(v)):
-        i = int(np.flatnonzero(v != np.round(v))[0])
-        raise CountError(f"count column {name!r}: non-integer count {v[i]:g} at row {i}")
-    return v.astype(np.int64)
+        values, _ = coerce_counts(df[count], df.index, noun="row")
+    except CountError as exc:
+        raise CountError(f"count column {count!r}: {exc}") from None
+    return values
+
+
+def _align_to_geography(df: pd.DataFrame, cols: list[str], geo: Geography, side: str) -> list[str]:
+    """The last ``geo.g`` of ``cols`` (one per geography level); the leading ones must each hold a
+    single value (the whole space)."""
+    extra = len(cols) - geo.g
+    if extra < 0:
+        raise HierarchyError(f"{side}: {len(cols)} level columns {cols} but the geography has {geo.g} levels "
+                             f"below the root ({geo.level_names[1:]})")
+    for c in cols[:extra]:
+        if df[c].nunique() > 1:
+            raise HierarchyError(f"{side}: column {c!r} holds several values but the geography has only "
+                                 f"{geo.g} levels below the whole space ({geo.level_names[1:]})")
+    return cols[extra:]
 
 
 def _common_level_name(o: str, d: str) -> str:

@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from hierdp.hierarchy.od import ODTree
 
 __all__ = [
     "NestedPartition",
@@ -82,6 +86,14 @@ class SyntheticOD:
     trips: pd.DataFrame
     geography: pd.DataFrame
     partition: NestedPartition
+
+    def od_tree(self, kind: str = "destination") -> "ODTree":
+        """The O/D tree of these trips over the generated partition (a declared domain: every
+        area of the partition is in the tree, with or without trips)."""
+        from hierdp.hierarchy.od import ODTree
+
+        return ODTree.from_trips(self.trips, origin="origin", destination="destination", count="count",
+                                 origin_geo=self.geography, kind=kind)
 
     def level_frame(self) -> pd.DataFrame:
         """The authors' layout: ``LEVEL0_ORIG … LEVELg_ORIG, LEVEL0_DEST … LEVELg_DEST, COUNT``."""

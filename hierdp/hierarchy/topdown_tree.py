@@ -121,7 +121,7 @@ class HierarchyTree:
     Keys are the hierarchy's node indices. The hierarchy's arrays are used as they are
     (``level_ptr``, ``child_ptr`` with contiguous children, ``counts``); nothing is copied per
     node. A node without children at a non-final level is a leaf: ``expand`` returns an empty
-    group for it.
+    group for it. ``domain_source`` / ``domain_assumption`` are the hierarchy's.
     """
 
     def __init__(self, hierarchy: Any) -> None:
@@ -141,6 +141,9 @@ class HierarchyTree:
         self.root_key = int(roots[0])
         self.root_count = int(self._counts[self.root_key])
         self.namer = _HierarchyNamer(np.asarray(h.names, dtype=object), self.level_names)
+        # the public-domain statement travels with the tree (hierdp.privacy.domain reads it)
+        self.domain_source = getattr(h, "domain_source", "declared")
+        self.domain_assumption = getattr(h, "domain_assumption", None)
 
     def expand(self, level: int, parent_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """See :meth:`TopDownTree.expand`."""

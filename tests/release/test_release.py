@@ -95,7 +95,7 @@ def test_vanilla_gauss_says_its_values_are_raw_or_clamps_them():
     df.loc[0, "n"] = 1
     from hierdp.hierarchy import Hierarchy
 
-    h = Hierarchy.from_frame(df, levels=["a", "b"], count="n")
+    h = Hierarchy.from_frame(df, levels=["a", "b"], count="n", observed_domain_public=True)
     raw = create("vanilla", rho=0.5).release(h, seed=0)
     assert (raw.levels[-1].values < 0).any() and raw.check_consistency() == []
     assert "can be negative" in raw.guarantee and "released total is noisy" in raw.guarantee

@@ -77,7 +77,7 @@ def test_vanilla_gauss_noise_and_consistency() -> None:
     # 5,000 empty leaves under 50 parents: every leaf is noised, zeros included
     df = pd.DataFrame({"a": np.repeat(np.arange(50), 100), "b": np.arange(5000), "n": 0})
     df.loc[0, "n"] = 1
-    h = Hierarchy.from_frame(df, levels=["a", "b"], count="n")
+    h = Hierarchy.from_frame(df, levels=["a", "b"], count="n", observed_domain_public=True)
     rho = 0.5
     rel = VanillaGauss(rho=rho).release(h, seed=0)
     tree = HierarchyTree(h)

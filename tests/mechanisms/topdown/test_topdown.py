@@ -29,7 +29,8 @@ def _random_hierarchy(rng: np.random.Generator, depth: int, max_fan: int, sparsi
         c = 0 if rng.random() < sparsity else int(rng.integers(1, 60))
         rows.append(p + [c])
     df = pd.DataFrame(rows, columns=[f"l{i}" for i in range(depth)] + ["n"])
-    return Hierarchy.from_frame(df, levels=[f"l{i}" for i in range(depth)], count="n")
+    return Hierarchy.from_frame(df, levels=[f"l{i}" for i in range(depth)], count="n",
+                                observed_domain_public=True)  # synthetic data: its domain is public
 
 
 def _random_od(rng: np.random.Generator, g: int, max_fan: int, n_trips: int, kind: str) -> ODTree:

@@ -1,0 +1,130 @@
+"""The ``hierdp`` command line: ``solvers``, ``demo``, ``release``, ``compare``.
+
+Every failure is one line on stderr naming the cause, with a non-zero exit code (see
+:mod:`hierdp.cli.console` for the codes); set ``HIERDP_DEBUG=1`` to see the traceback of an
+internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from typing import NoReturn, Sequence
+
+from hierdp.cli.console import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_SOLVER,
+    EXIT_TERMINATED,
+    Console,
+    Terminated,
+    exit_now_if_abandoned,
+    one_line,
+    terminate_on_sigterm,
+)
+from hierdp.cli.io import CliError
+
+__all__ = ["main", "build_parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``hierdp release: error: ...``) instead of a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_INPUT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``hierdp`` command."""
+    from hierdp.cli.compare import add_compare_parser
+    from hierdp.cli.info import cmd_demo, cmd_solvers
+    from hierdp.cli.release import add_release_parser
+
+    parser = _Parser(prog="hierdp", description="Differentially private hierarchical counts.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("solvers", help="list installed solver plug-ins and what each supports")
+    p.set_defaults(func=cmd_solvers)
+    p = sub.add_parser("demo", help="release the bundled world-cities hierarchy and print a summary")
+    p.add_argument("--epsilon", type=float, default=1.0)
+    p.add_argument("--delta", type=float, default=1e-8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_demo)
+    add_release_parser(sub)
+    add_compare_parser(sub)
+    return parser
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, KeyError) and exc.args:  # KeyError's str() adds quotes
+        return one_line(exc.args[0])
+    return one_line(exc)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hierdp`` console script; returns the exit code.
+
+    Run as the console script (``argv=None``), an interrupted command whose worker is still
+    inside a long C call ends the process at once instead of waiting for that call.
+    """
+    code = _main(argv)
+    if argv is None:
+        exit_now_if_abandoned(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from hierdp.errors import HierdpError
+    from hierdp.solvers.base import SolverFailed
+
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, already printed on one line)
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_INPUT
+    console = Console(f"hierdp {args.command}")
+    restore = terminate_on_sigterm()
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        console.error(exc)
+        return exc.code
+    except SolverFailed as exc:
+        status = getattr(exc, "status", "failed")
+        console.error(f"status {status}: {_message(exc)}; nothing was written")
+        return EXIT_SOLVER
+    except (HierdpError, KeyError, ValueError) as exc:  # bad input named by the library
+        console.error(_message(exc))
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        console.error("interrupted; nothing was written")
+        return EXIT_INTERRUPTED
+    except Terminated:
+        console.error("terminated (SIGTERM); nothing was written")
+        return EXIT_TERMINATED
+    except BrokenPipeError as exc:
+        console.error(_message(exc) if exc.args else "stdout was closed early (broken pipe)")
+        return EXIT_BROKEN_PIPE
+    except MemoryError:
+        console.error("out of memory; nothing was written")
+        return EXIT_INTERNAL
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        console.error(f"{exc.strerror or _message(exc)}{where}")
+        return EXIT_INPUT
+    except Exception as exc:  # a bug: one line, the traceback on request
+        if os.environ.get("HIERDP_DEBUG"):
+            traceback.print_exc()
+        console.error(f"internal error ({type(exc).__name__}: {_message(exc)}); please report it, with the "
+                      "traceback from HIERDP_DEBUG=1")
+        return EXIT_INTERNAL
+    finally:
+        restore()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""How the command line talks and stops: output that survives a closed pipe, exit codes,
+one-line errors, and long work that Ctrl-C can interrupt at once.
+
+Exit codes: 0 success; 1 internal error (a bug: the message says how to get the traceback);
+2 bad input or usage; 3 the solver stopped without an optimal answer (e.g. its time limit);
+130 interrupted (Ctrl-C); 141 stdout closed early (broken pipe); 143 terminated (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import Any, Callable, TypeVar
+
+__all__ = ["ABANDONED", "exit_now_if_abandoned", "EXIT_OK", "EXIT_INTERNAL", "EXIT_INPUT", "EXIT_SOLVER", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE",
+           "EXIT_TERMINATED", "Console", "Terminated", "one_line", "run_interruptible", "terminate_on_sigterm"]
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_INPUT = 2
+EXIT_SOLVER = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+EXIT_TERMINATED = 143
+
+T = TypeVar("T")
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind like Ctrl-C (temporary files are removed on the way out)."""
+
+
+#: longest message printed; an error quoting a whole array is cut (the start names the culprit)
+MAX_MESSAGE = 600
+
+
+def one_line(text: object) -> str:
+    """Collapse whitespace and newlines: every CLI message is a single, readable line."""
+    s = " ".join(str(text).split())
+    return s if len(s) <= MAX_MESSAGE else s[:MAX_MESSAGE - 20].rstrip() + " ... [truncated]"
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that later writes and the interpreter's final flush do not
+    raise again (the pattern the Python documentation gives for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (e.g. captured in tests)
+        pass
+
+
+class Console:
+    """Prints a command's output; a reader that goes away (``| head``) does not stop the work.
+
+    Attributes:
+        prog: the command's name for messages (``"hierdp release"``).
+        pipe_closed: stdout was closed by its reader; later output is dropped.
+    """
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+        self.pipe_closed = False
+
+    def say(self, text: str = "") -> None:
+        """One or more lines on stdout (flushed, so a closed pipe shows up here, not at exit)."""
+        if self.pipe_closed:
+            return
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:
+            self.pipe_closed = True
+            _silence_stdout()
+
+    def warn(self, text: str) -> None:
+        """A one-line warning on stderr."""
+        print(f"{self.prog}: warning: {one_line(text)}", file=sys.stderr, flush=True)
+
+    def error(self, text: object) -> None:
+        """A one-line error on stderr."""
+        print(f"{self.prog}: error: {one_line(text)}", file=sys.stderr, flush=True)
+
+
+def run_interruptible(fn: Callable[[], T]) -> T:
+    """Run ``fn`` in a worker thread and wait for it so that Ctrl-C acts at once.
+
+    Signals are handled by the main thread only between Python bytecodes; a long call into C
+    (OpenDP's bulk samplers, a solver) would otherwise delay Ctrl-C until it returns. Waiting
+    in short ``join`` steps keeps the main thread responsive: KeyboardInterrupt is raised here
+    immediately, and the (daemon) worker is abandoned; nothing it computes is written. The
+    worker's exceptions are re-raised here.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="hierdp-work", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.05)
+    except BaseException:  # Ctrl-C / SIGTERM: the worker is abandoned (see exit_now)
+        ABANDONED.append(worker)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+#: workers left running by an interruption (a long C call cannot be stopped from outside)
+ABANDONED: list[threading.Thread] = []
+
+
+def exit_now_if_abandoned(code: int) -> None:
+    """After an interruption, end the process at once.
+
+    The interpreter's orderly shutdown takes seconds after a large secure-mode run was cut
+    short (it waits for a worker still inside a C call, and tears down everything it built).
+    Everything the command promised is already done (messages printed, temporary files
+    removed), so flush and leave. Only for the console script, never inside a caller's process.
+    """
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) or any(t.is_alive() for t in ABANDONED):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+
+def terminate_on_sigterm() -> Callable[[], None]:
+    """Turn SIGTERM into :class:`Terminated` in the main thread (so ``finally`` blocks remove
+    temporary files); returns a function that restores the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, previous)

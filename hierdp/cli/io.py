@@ -1,0 +1,255 @@
+"""Files for the command line: verbatim identifiers, exact counts, atomic writes, one-line errors.
+
+* **Reading.** CSV cells are read as text, verbatim: ``01001`` stays ``01001`` and ``NA``
+  (Namibia) is an id, not a missing value. Only the count column becomes numbers, through the
+  exact parser :func:`hierdp.hierarchy.counts.parse_count_text` (the bad cell is named). An
+  empty identifier cell is refused. Parquet keeps the file's own types; identifier columns are
+  turned into strings, counts go through the same checked conversion as everywhere else.
+  Rows are numbered from 0, the header not counted (row 0 is line 2 of a CSV file).
+* **Writing.** A release is written to a hidden temporary file beside the target, flushed to
+  disk, then renamed over the target in one step: a reader sees the old file or the whole new
+  one, never part of one, and the temporary file is removed on any failure or interruption.
+* **Checks before any work.** The output must not be an input, a directory, or (without
+  ``--overwrite``) an existing file, and its folder must be writable.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from hierdp.errors import HierdpError
+
+__all__ = ["CliError", "OUTPUT_SUFFIXES", "FIGURE_SUFFIXES", "check_input_file", "check_output_path",
+           "check_figure_path", "read_table", "write_table_atomic", "write_figure_atomic", "format_of"]
+
+OUTPUT_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+_PARQUET = (".parquet", ".pq")
+
+
+class CliError(HierdpError, ValueError):
+    """A command-line failure with its one-line message and exit code (2: bad input or usage)."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def format_of(path: Path) -> str:
+    """``"parquet"``, ``"csv.gz"`` or ``"csv"`` from the file name."""
+    name = path.name.lower()
+    if name.endswith(_PARQUET):
+        return "parquet"
+    return "csv.gz" if name.endswith(".gz") else "csv"
+
+
+def check_input_file(path: str | Path, what: str = "input") -> Path:
+    """The path of an existing, readable regular file, else :class:`CliError` saying why."""
+    p = Path(path)
+    if not p.exists():
+        raise CliError(f"{what} file not found: {p}")
+    if p.is_dir():
+        raise CliError(f"{what} {p} is a directory, not a file")
+    if not os.access(p, os.R_OK):
+        raise CliError(f"cannot read {what} {p}: permission denied")
+    return p
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def _check_target(out: Path, inputs: Iterable[Path], overwrite: bool, what: str) -> Path:
+    for src in inputs:
+        if _same_file(out, src):
+            raise CliError(f"{what} {out} is also an input file; choose another path")
+    if out.is_dir():
+        raise CliError(f"{what} {out} is a directory; give a file name")
+    if out.exists() and not overwrite:
+        raise CliError(f"{what} {out} already exists; pass --overwrite to replace it")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise CliError(f"cannot write {out}: folder {folder}/ does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CliError(f"cannot write {out}: folder {folder}/ is not writable")
+    return out
+
+
+def check_output_path(path: str | Path, inputs: Iterable[Path], *, overwrite: bool, what: str = "output") -> Path:
+    """Refuse, before any work, an output that could not be written or would destroy a file.
+
+    Raises:
+        CliError: wrong suffix; an input file; a directory; an existing file without
+            ``overwrite``; a missing or unwritable folder.
+    """
+    out = Path(path)
+    name = out.name.lower()
+    if out.is_dir():
+        raise CliError(f"{what} {out} is a directory; give a file name (e.g. {out / 'release.csv'})")
+    if not name.endswith(OUTPUT_SUFFIXES) or name in OUTPUT_SUFFIXES:
+        raise CliError(f"{what} must end in .csv, .csv.gz, .parquet or .pq, got {out.name!r}")
+    return _check_target(out, inputs, overwrite, what)
+
+
+# ------------------------------------------------------------------ reading
+def _read_error(p: Path, exc: BaseException) -> CliError:
+    """A one-line message for a file that could not be parsed."""
+    import gzip
+    import lzma
+    import zlib
+
+    msg = " ".join(str(exc).split())
+    if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError)) and p.name.lower().endswith(".gz"):
+        return CliError(f"cannot read {p}: not a valid gzip file ({msg or type(exc).__name__})")
+    if isinstance(exc, (lzma.LZMAError, OSError)) and p.name.lower().endswith((".xz", ".bz2", ".zip", ".zst")):
+        return CliError(f"cannot read {p}: not a valid compressed file ({msg or type(exc).__name__})")
+    if isinstance(exc, UnicodeDecodeError):
+        return CliError(f"cannot read {p}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at "
+                        f"offset {exc.start}); save it as UTF-8 CSV, or use Parquet")
+    if isinstance(exc, pd.errors.EmptyDataError):
+        return CliError(f"cannot read {p}: the file is empty (no header line)")
+    if isinstance(exc, pd.errors.ParserError):
+        return CliError(f"cannot read {p}: not valid CSV ({msg})")
+    if isinstance(exc, OSError):
+        return CliError(f"cannot read {p}: {exc.strerror or msg}")
+    return CliError(f"cannot read {p}: {type(exc).__name__}: {msg}")
+
+
+def _check_header(p: Path) -> None:
+    header = pd.read_csv(p, header=None, nrows=1, dtype=str, keep_default_na=False, na_filter=False,
+                         encoding="utf-8-sig")
+    names = [str(x) for x in header.iloc[0].tolist()] if len(header) else []
+    seen: set[str] = set()
+    for k, name in enumerate(names):
+        if name == "":
+            raise CliError(f"{p}: column {k} of the header has no name")
+        if name in seen:
+            raise CliError(f"{p}: the header names column {name!r} twice")
+        seen.add(name)
+
+
+def read_table(path: str | Path, *, counts: Sequence[str] = (), what: str = "input") -> pd.DataFrame:
+    """Read a CSV (optionally compressed) or Parquet file; identifiers verbatim, counts exact.
+
+    Args:
+        path: ``.csv``, ``.csv.gz`` (any compression pandas infers from the name) or
+            ``.parquet``/``.pq``.
+        counts: the count columns: parsed exactly to int64 (the bad cell named). Every other
+            column is read as strings, verbatim.
+        what: how messages name the file (``"input"``, ``"--geo"``).
+
+    Raises:
+        CliError: unreadable or malformed file, a missing count column, a bad count.
+    """
+    from hierdp.hierarchy.counts import parse_count_text
+
+    p = check_input_file(path, what)
+    parquet = p.name.lower().endswith(_PARQUET)
+    try:
+        if parquet:
+            df = pd.read_parquet(p)
+            df.columns = [str(c) for c in df.columns]
+        else:
+            _check_header(p)
+            df = pd.read_csv(p, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8-sig")
+    except CliError:
+        raise
+    except (ValueError, OSError, EOFError) as exc:  # pandas / compression / Arrow errors
+        if type(exc).__name__ == "ArrowInvalid" or "parquet" in str(exc).lower():
+            raise CliError(f"cannot read {p}: not a valid Parquet file ({' '.join(str(exc).split())})") from None
+        raise _read_error(p, exc) from None
+    df = df.reset_index(drop=True)
+    for c in counts:
+        if c not in df.columns:
+            raise CliError(f"{what} {p.name}: no count column {c!r}; columns are {list(df.columns)}")
+    for c in df.columns:
+        col = df[c]
+        if c in counts:
+            if col.dtype.kind in "biuf":
+                continue  # numbers from Parquet: the builders' exact conversion checks them
+            try:
+                df[c] = parse_count_text(col, range(len(col)), column=c)
+            except HierdpError as exc:
+                raise CliError(f"{what} {p.name}: {exc}") from None
+            continue
+        missing = col.isna().to_numpy() | (col.astype(str) == "").to_numpy()
+        if missing.any():
+            i = int(np.flatnonzero(missing)[0])
+            raise CliError(f"{what} {p.name}: column {c!r} is empty in row {i}"
+                           + (f" ({int(missing.sum())} empty cells)" if missing.sum() > 1 else "")
+                           + "; every identifier cell needs a value")
+        if parquet:  # the file's own types: identifiers become their text (CSV cells already are)
+            df[c] = col.astype(str)
+    return df
+
+
+# ------------------------------------------------------------------ writing
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_table_atomic(df: pd.DataFrame, out: Path) -> None:
+    """Write ``df`` to ``out`` (format by extension) through a temporary file and one rename.
+
+    The temporary file sits beside ``out`` (same file system, so the rename is atomic), is
+    flushed to disk before the rename, and is removed on any exception, KeyboardInterrupt
+    included; ``out`` is never left half-written.
+    """
+    fmt = format_of(out)
+    folder = out.parent if str(out.parent) else Path(".")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=folder)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if fmt == "parquet":
+                df.to_parquet(fh, index=False)
+            else:
+                df.to_csv(fh, index=False, compression="gzip" if fmt == "csv.gz" else None)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+
+def check_figure_path(path: str | Path, inputs: Iterable[Path], *, overwrite: bool) -> Path:
+    """Like :func:`check_output_path`, for a figure (``.png``, ``.svg`` or ``.pdf``)."""
+    out = Path(path)
+    name = out.name.lower()
+    if out.is_dir():
+        raise CliError(f"figure {out} is a directory; give a file name (e.g. {out / 'compare.png'})")
+    if not name.endswith(FIGURE_SUFFIXES) or name in FIGURE_SUFFIXES:
+        raise CliError(f"figure must end in .png, .svg or .pdf, got {out.name!r}")
+    return _check_target(out, inputs, overwrite, "figure")
+
+
+def write_figure_atomic(fig: object, out: Path, *, dpi: int = 110) -> None:
+    """Save a matplotlib figure through a temporary file and one rename (as
+    :func:`write_table_atomic`)."""
+    folder = out.parent if str(out.parent) else Path(".")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=folder)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fig.savefig(fh, dpi=dpi, format=out.suffix.lower().lstrip("."))  # type: ignore[attr-defined]
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

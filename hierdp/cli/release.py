@@ -1,0 +1,354 @@
+"""``hierdp release``: release a CSV/Parquet file of trips or counts with a registered mechanism.
+
+Three input layouts:
+
+* trips (``--origin COL --destination COL --geo GEO.csv [--levels L1,L2,...]``): one row per trip
+  (or per pair with ``--count``) between finest areas; the geography file has one column per
+  level, coarse to fine, the finest being the area ids. An O/D tree (``--tree``) is built;
+* the paper's level layout (``--origin-levels A0,..,Ag --destination-levels B0,..,Bg [--count]``),
+  with ``--geo`` the geography (one column per level, coarse to fine);
+* plain counts (``--levels L1,L2,... [--count COL]``): a hierarchy from level columns, with
+  ``--geo`` a file of the same level columns listing every possible node.
+
+The domain (the set of nodes) must be public. ``--geo`` declares it: every node of the file is
+in the tree and measured, with or without rows. Without ``--geo`` the nodes are read from the
+rows, which reveals a node whose only record is one person; that is refused unless
+``--observed-domain-public`` states that the observed set of nodes is public knowledge.
+
+Identifiers are read verbatim as text (``01001`` and ``NA`` stay themselves); only the count
+column is numeric (exact integers). Rows are numbered from 0, the header not counted.
+
+The output (CSV, ``.csv.gz``, or Parquet for ``.parquet``/``.pq``) has one row per released node.
+It is written atomically, never over an input, and over an existing file only with
+``--overwrite``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
+from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
+
+__all__ = ["add_release_parser", "run_release", "build_tree", "build_mechanism", "read_table",
+           "MECHANISMS_WITH_SOLVER", "randomness_text"]
+
+#: built-in mechanisms whose post-processing is a solver (the others take no --solver/--time-limit)
+MECHANISMS_WITH_SOLVER = frozenset({"inftda", "tda_l2", "tda_l2_exact", "tda_linf"})
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (x > 0 and x < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
+    return x
+
+
+def _positive_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return x
+
+
+def _seed(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return x
+
+
+def add_privacy_arguments(p: argparse.ArgumentParser) -> None:
+    """The budget and neighbouring-relation options shared by ``release`` and ``compare``."""
+    budget = p.add_argument_group("privacy")
+    budget.add_argument("--epsilon", type=_positive_float, help="target epsilon (with --delta)")
+    budget.add_argument("--delta", type=_positive_float, default=None,
+                        help="target delta (default 1e-8 with --epsilon)")
+    budget.add_argument("--rho", type=_positive_float, help="total rho-zCDP instead of --epsilon")
+    budget.add_argument("--unbounded", action="store_true", help="unbounded neighbours (the total is noised)")
+    budget.add_argument("--contributions", type=_positive_int, default=1, help="trips (rows) per user, m (default 1)")
+    budget.add_argument("--distinct-pairs", action="store_true",
+                        help="a user's m trips are distinct finest O/D pairs (smaller leaf-level sensitivity)")
+    budget.add_argument("--conversion", choices=("analytic", "numeric"), default="analytic",
+                        help="(eps, delta) -> rho conversion (paper 000 uses analytic, Lemma 3)")
+
+
+def add_layout_arguments(p: argparse.ArgumentParser) -> None:
+    """The input-layout options shared by ``release`` and ``compare``."""
+    data = p.add_argument_group("input layout and public domain")
+    data.add_argument("--geo", help="the public domain: geography file (trips, level layout: one column per level, "
+                                    "coarse to fine) or file of the --levels columns listing every node")
+    data.add_argument("--destination-geo", help="trips / level layout: destination geography if different from --geo")
+    data.add_argument("--observed-domain-public", action="store_true",
+                      help="no --geo: state that the set of nodes observed in the input is public (the release "
+                           "says it assumes so); without --geo or this flag the release is refused")
+    data.add_argument("--tree", choices=("destination", "origin"), default="destination", help="O/D tree kind")
+    data.add_argument("--origin", help="trips: column with origin area ids")
+    data.add_argument("--destination", help="trips: column with destination area ids")
+    data.add_argument("--levels", help="comma-separated level columns (of --geo for trips, else of the input)")
+    data.add_argument("--origin-levels", help="level layout: comma-separated origin level columns")
+    data.add_argument("--destination-levels", help="level layout: comma-separated destination level columns")
+    data.add_argument("--count", help="column of counts (default: one per row)")
+
+
+def add_release_parser(subparsers: Any) -> None:
+    """Add the ``release`` sub-command to an ``argparse`` sub-parser collection."""
+    from hierdp.mechanisms import registry
+
+    p = subparsers.add_parser("release", help="release a file of trips or counts with differential privacy",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", help="input CSV (optionally .gz) or Parquet file")
+    p.add_argument("-o", "--output", required=True, help="output file: .csv, .csv.gz, .parquet or .pq")
+    p.add_argument("--overwrite", action="store_true", help="replace the output file if it exists")
+    add_privacy_arguments(p)
+    rnd = p.add_argument_group("randomness")
+    rnd.add_argument("--secure", action="store_true",
+                     help="OS randomness and exact samplers: use this for a release you publish")
+    rnd.add_argument("--seed", type=_seed, default=None,
+                     help="seed for a reproducible experiment (not for publication; not with --secure). "
+                          "Without --seed and --secure a seed is drawn and printed")
+    mech = p.add_argument_group("mechanism")
+    mech.add_argument("--mechanism", choices=registry.names(), default="inftda")
+    mech.add_argument("--solver", default=None,
+                      help=f"post-processing solver name (mechanisms {', '.join(sorted(MECHANISMS_WITH_SOLVER))}; "
+                           "default per mechanism)")
+    mech.add_argument("--time-limit", type=_positive_float, default=None, metavar="SECONDS",
+                      help="time limit of a general solver per level; a time-out stops the release (exit 3)")
+    add_layout_arguments(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_release)
+
+
+def _split(s: str | None) -> list[str] | None:
+    return None if s is None else [c.strip() for c in s.split(",") if c.strip()]
+
+
+def layout_of(args: argparse.Namespace) -> str:
+    """``"trips"``, ``"levels-od"`` or ``"levels"``; refuses incomplete or mixed layouts."""
+    trips = bool(args.origin or args.destination)
+    od = bool(args.origin_levels or args.destination_levels)
+    if trips and od:
+        raise CliError("give either --origin/--destination (trips) or --origin-levels/--destination-levels "
+                       "(level layout), not both")
+    if trips:
+        if not (args.origin and args.destination):
+            raise CliError("trips need both --origin and --destination")
+        if not args.geo:
+            raise CliError("trips need a geography file: --geo GEO.csv (one column per level, coarse to fine)")
+        return "trips"
+    if od:
+        if not (args.origin_levels and args.destination_levels):
+            raise CliError("the level layout needs both --origin-levels and --destination-levels")
+        return "levels-od"
+    if args.count:
+        ids = (_split(args.levels) or []) + [c for c in (args.origin, args.destination) if c] \
+            + (_split(args.origin_levels) or []) + (_split(args.destination_levels) or [])
+        if args.count in ids and not trips:
+            raise CliError(f"--count {args.count!r} is also a level column; the count column holds numbers, "
+                           "the level columns identifiers")
+        if args.count in (args.origin, args.destination):
+            raise CliError(f"--count {args.count!r} is also the --origin or --destination column")
+    if args.levels:
+        if args.destination_geo:
+            raise CliError("--destination-geo applies to trips and the level layout, not to --levels")
+        return "levels"
+    raise CliError("say what the input is: --origin/--destination with --geo (trips), "
+                   "--origin-levels/--destination-levels (level layout), or --levels (counts)")
+
+
+def check_domain_arguments(args: argparse.Namespace) -> None:
+    """The release's domain must be declared (``--geo``) or explicitly assumed public."""
+    if args.geo and args.observed_domain_public:
+        raise CliError("give either --geo (a declared public domain) or --observed-domain-public, not both")
+    if args.destination_geo and not args.geo:
+        raise CliError("--destination-geo needs --geo (the origin geography)")
+    if not args.geo and not args.observed_domain_public:
+        raise CliError("refusing to release: the set of nodes would be read from the private rows (a node whose "
+                       "only record is one person would reveal that person); give the public domain with --geo "
+                       "FILE, or pass --observed-domain-public to state that the observed nodes are public")
+
+
+def input_files(args: argparse.Namespace) -> list[Path]:
+    """Every file the command reads."""
+    files = [Path(args.input)] if getattr(args, "input", None) else []
+    files += [Path(f) for f in (args.geo, args.destination_geo) if f]
+    return files
+
+
+def build_tree(args: argparse.Namespace, df: Any) -> Any:
+    """The tree described by the command-line arguments (see the module docstring)."""
+    from hierdp.hierarchy import Hierarchy
+    from hierdp.hierarchy.geography import Geography
+    from hierdp.hierarchy.od import ODTree
+
+    layout = layout_of(args)
+    levels = _split(args.levels)
+    geo = read_table(args.geo, what="--geo") if args.geo else None
+    dgeo = read_table(args.destination_geo, what="--destination-geo") if args.destination_geo else None
+    if layout == "trips":
+        return ODTree.from_trips(df, origin=args.origin, destination=args.destination, count=args.count,
+                                 origin_geo=geo, destination_geo=dgeo, geo_levels=levels, kind=args.tree)
+    if layout == "levels-od":
+        og = Geography.from_frame(geo, levels) if geo is not None else None
+        dg = Geography.from_frame(dgeo, levels) if dgeo is not None else None
+        return ODTree.from_level_frame(df, origin_levels=_split(args.origin_levels),
+                                       destination_levels=_split(args.destination_levels), count=args.count,
+                                       kind=args.tree, origin_geo=og, destination_geo=dg,
+                                       observed_domain_public=bool(args.observed_domain_public and geo is None))
+    unknown = [c for c in levels if c not in df.columns]
+    if unknown:
+        raise CliError(f"input {Path(args.input).name}: unknown column {unknown[0]!r}; columns are {list(df.columns)}")
+    if geo is not None:
+        missing = [c for c in levels if c not in geo.columns]
+        if missing:
+            raise CliError(f"--geo {Path(args.geo).name}: no level column {missing[0]!r}; it needs the --levels "
+                           f"columns {levels} (it has {list(geo.columns)})")
+        return Hierarchy.from_frame(df, levels=levels, count=args.count, domain=geo[levels])
+    return Hierarchy.from_frame(df, levels=levels, count=args.count, observed_domain_public=True)
+
+
+def mechanism_params(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """Keyword parameters for ``registry.create(name, ...)`` from the privacy arguments
+    (without solver and time limit)."""
+    if (args.epsilon is None) == (args.rho is None):
+        raise CliError("give exactly one of --epsilon or --rho")
+    delta = args.delta if args.delta is not None else (1e-8 if args.epsilon is not None else None)
+    params: dict[str, Any] = {"bounded": not args.unbounded, "contributions": args.contributions,
+                              "distinct": args.distinct_pairs, "secure": bool(getattr(args, "secure", False))}
+    if name == "sh":
+        if args.epsilon is None:
+            raise CliError("sh is (epsilon, delta)-DP: give --epsilon (and --delta), not --rho")
+        params.update(epsilon=args.epsilon, delta=delta)
+        return params
+    params.update({"epsilon": args.epsilon, "delta": delta} if args.epsilon is not None
+                  else {"rho": args.rho, "delta": delta})
+    params["conversion"] = args.conversion
+    return params
+
+
+def build_mechanism(args: argparse.Namespace) -> Any:
+    """The mechanism described by the command-line arguments, from the mechanism registry.
+
+    ``--solver`` and ``--time-limit`` are refused for a mechanism without a solver step
+    (``vanilla``, ``sh``) rather than silently ignored.
+    """
+    from hierdp.mechanisms import registry
+    from hierdp.privacy.errors import PrivacyError
+
+    name = args.mechanism
+    if name not in MECHANISMS_WITH_SOLVER and name in ("vanilla", "sh"):
+        for flag, value in (("--solver", args.solver), ("--time-limit", args.time_limit)):
+            if value is not None:
+                raise CliError(f"{flag} does not apply to --mechanism {name}, which has no solver step; "
+                               f"drop {flag} (solver mechanisms: {', '.join(sorted(MECHANISMS_WITH_SOLVER))})")
+    params = mechanism_params(args, name)
+    if args.solver is not None:
+        params["solver"] = args.solver
+    if args.time_limit is not None:
+        params["time_limit"] = args.time_limit
+    try:
+        return registry.create(name, **params)
+    except TypeError as exc:  # a third-party mechanism without a solver/time_limit parameter
+        bad = next((k for k in ("solver", "time_limit") if k in str(exc)), None)
+        if bad:
+            raise CliError(f"--{bad.replace('_', '-')} does not apply to --mechanism {name}") from None
+        raise
+    except PrivacyError as exc:
+        raise privacy_context(args, exc) from None
+
+
+def privacy_context(args: argparse.Namespace, exc: Exception) -> CliError:
+    """A library privacy error with the flags it is about (``privacy parameters --epsilon 1e-300
+    --delta 1e-08: ...``)."""
+    delta = args.delta if args.delta is not None else (1e-8 if args.epsilon is not None else None)
+    given = " ".join(f"--{k} {v:g}" for k, v in (("epsilon", args.epsilon), ("delta", delta), ("rho", args.rho))
+                     if v is not None)
+    return CliError(f"privacy parameters {given}: {exc}")
+
+
+def randomness_text(secure: bool, seed: int | None, drawn: bool) -> str:
+    """The line every run prints about its randomness."""
+    if secure:
+        return "randomness: secure (OS entropy, exact samplers): suitable for publication"
+    how = "drawn from OS entropy, printed so the run can be repeated" if drawn else "given with --seed"
+    return f"randomness: seeded (reproducible, not for publication), seed {seed} ({how})"
+
+
+def domain_text(args: argparse.Namespace) -> str:
+    """The line every run prints about the tree's domain."""
+    if args.geo:
+        geo = f"--geo {args.geo}" + (f" and --destination-geo {args.destination_geo}" if args.destination_geo else "")
+        return f"domain: declared by {geo} (every node of it is measured, with or without rows)"
+    return ("domain: read from the input rows and assumed public (--observed-domain-public); "
+            "the release states this assumption")
+
+
+def run_release(args: argparse.Namespace) -> int:
+    """Run ``hierdp release``: checks, then read, build, release, write. Returns the exit code;
+    errors are raised (:func:`hierdp.cli.main` prints them as one line)."""
+    from hierdp.privacy.domain import ObservedDomainError, check_public_domain
+    from hierdp.privacy.errors import PrivacyError
+
+    console = Console("hierdp release")
+    # everything that can be refused is refused before any input is read or noise drawn
+    for f in input_files(args):
+        check_input_file(f, "input" if f == Path(args.input) else "--geo")
+    out = check_output_path(args.output, input_files(args), overwrite=args.overwrite)
+    layout_of(args)
+    check_domain_arguments(args)
+    if args.secure and args.seed is not None:
+        raise CliError("--seed and --secure exclude each other: a seeded release is reproducible, hence not "
+                       "for publication; drop --seed for a real release")
+    mech = build_mechanism(args)
+    drawn = not args.secure and args.seed is None
+    seed = None if args.secure else (secrets.randbelow(2**32) if drawn else args.seed)
+    console.say(randomness_text(args.secure, seed, drawn))
+    console.say(domain_text(args))
+    written = False
+    try:
+        def work() -> tuple[Any, Any, float, Any]:
+            t0 = time.perf_counter()
+            df = read_table(args.input, counts=[args.count] if args.count else [])
+            tree = build_tree(args, df)
+            check_public_domain(tree)
+            t_build = time.perf_counter() - t0
+            return tree, t_build, mech.release(tree, seed=seed, progress=not args.quiet)
+
+        try:
+            tree, t_build, rel = run_interruptible(work)
+        except PrivacyError as exc:
+            if isinstance(exc, ObservedDomainError):
+                raise
+            raise privacy_context(args, exc) from None
+        frame = rel.to_frame()
+        write_table_atomic(frame, out)
+        written = True
+        console.say(f"input: {args.input} -> {tree!r} (built in {t_build:.2f} s)")
+        console.say(rel.accounting_text())
+        console.say("per level: released nodes, seconds")
+        for lev, (lv, secs) in enumerate(zip(rel.levels, rel.timings)):
+            console.say(f"  {lev:>2} {rel.level_names[lev]:<28} {len(lv):>10,} {secs:>9.3f}")
+        console.say(f"wrote {len(frame):,} rows to {out}")
+    except KeyboardInterrupt:
+        console.error(f"interrupted; {out} was written before the interruption" if written
+                      else "interrupted; nothing was written")
+        return EXIT_INTERRUPTED
+    if not args.secure:
+        console.warn(f"{out} was made with seeded randomness (reproducible, not for publication); "
+                     "use --secure for a release you publish")
+    if console.pipe_closed:
+        raise BrokenPipeError(f"stdout was closed early; the release was written to {out}")
+    return 0

@@ -1,0 +1,169 @@
+"""Figures of comparison frames (:func:`hierdp.compare`), drawn with matplotlib's Agg canvas.
+
+``hierdp.plot.compare_figure(frame)`` returns a matplotlib ``Figure`` with four panels:
+
+* maximum and mean absolute error per level (one line per configuration: the median over
+  seeds, and a band from the smallest to the largest value over the seeds),
+* the false discovery rate (percent of released positive nodes that are truly 0) and the false
+  negative rate (percent of truly positive nodes released as 0) per level, mean over seeds,
+* the wall time of one release per configuration (bar: median; whisker: min to max; dots: runs),
+  and the configurations that could not run, with their status.
+
+``save_compare_figure(frame, "compare.png")`` writes it. Figures are built on their own canvas
+(``matplotlib.figure.Figure`` + Agg), never through pyplot, so nothing here changes the
+backend or the state of an interactive session. matplotlib is imported only when a figure is
+drawn (the ``plot`` extra).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["compare_figure", "save_compare_figure"]
+
+_PANELS = [(("max_abs_error",), "max |error| per level", True),
+           (("mean_abs_error",), "mean |error| per level", True),
+           (("false_discovery_rate_pct", "false_negative_rate_pct"), "false discovery / false negative rate per level (mean over seeds)",
+            False)]
+
+
+def _labels(ok: pd.DataFrame) -> list[tuple[str, str]]:
+    return list(dict.fromkeys(zip(ok["mechanism"], ok["solver"])))
+
+
+def _label(mech: str, solver: str) -> str:
+    return mech if solver in ("-", "", None) else f"{mech} ({solver})"
+
+
+def _num(x: float) -> str:
+    """``1``, ``0.5``, ``1e-8`` (no zero-padded exponent)."""
+    s = f"{float(x):g}"
+    return s.replace("e-0", "e-").replace("e+0", "e+")
+
+
+def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label: str | None = None) -> Any:
+    """The comparison figure of a :func:`hierdp.compare` frame (see the module docstring).
+
+    Args:
+        frame: the tidy frame (``status == "ok"`` rows are drawn; configurations that did not
+            run are listed in the seconds panel with their status).
+        title: the figure's title (default: data, budget and number of seeds).
+        data_label: what was released, for the default title (e.g. ``"world cities"``).
+
+    Returns:
+        A ``matplotlib.figure.Figure`` (save it with ``fig.savefig(path, dpi=...)``).
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter
+    except ImportError:
+        raise ImportError("hierdp.plot needs matplotlib: pip install 'hierdp[plot]'") from None
+
+    ok = frame[frame["status"] == "ok"].copy()
+    if ok.empty:
+        raise ValueError("nothing to plot: no configuration ran successfully (see the status column)")
+    configs = _labels(ok)
+    colors = {c: f"C{k % 10}" for k, c in enumerate(configs)}
+    markers = "os^DvP*Xph"
+    levels = sorted(int(x) for x in ok["level"].dropna().unique())
+    names = ok.drop_duplicates("level").set_index("level")["level_name"].to_dict()
+
+    fig = Figure(figsize=(13, 8.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 2)
+    # configurations side by side around each level (they often coincide: a dodge keeps each visible)
+    dodge = {c: (k - (len(configs) - 1) / 2) * min(0.06, 0.5 / max(len(configs), 1)) for k, c in enumerate(configs)}
+    handles = []
+    for ax, panel in zip([axes[0, 0], axes[0, 1], axes[1, 0]], _PANELS):
+        cols, what, log = panel
+        for k, conf in enumerate(configs):
+            sub = ok[(ok["mechanism"] == conf[0]) & (ok["solver"] == conf[1])]
+            for col, style in zip(cols, ("-", "--")):
+                g = sub.groupby("level")[col]
+                if log:  # errors: median and the min-max band over the seeds
+                    mid, lo, hi = g.median(), g.min(), g.max()
+                    x = np.asarray(mid.index, dtype=float) + dodge[conf]
+                    ax.fill_between(x, lo.to_numpy(float), hi.to_numpy(float), color=colors[conf], lw=0, alpha=0.15)
+                else:  # rates: the mean over the seeds (bands of two rates per configuration would blur)
+                    mid = g.mean()
+                    x = np.asarray(mid.index, dtype=float) + dodge[conf]
+                line, = ax.plot(x, mid.to_numpy(float), color=colors[conf], ls=style,
+                                marker=markers[k % len(markers)], ms=5, lw=1.6, label=_label(*conf))
+                if ax is axes[0, 0]:
+                    handles.append(line)
+        ax.set_xticks(levels)
+        ax.set_xticklabels([str(names.get(lv, lv)) for lv in levels], rotation=20 if len(levels) > 6 else 0,
+                           ha="right" if len(levels) > 6 else "center")
+        ax.set_title(what, fontsize=11)
+        ax.grid(True, which="major", alpha=0.3)
+        if log:
+            ax.set_yscale("symlog", linthresh=1.0)  # zero error (a public root) stays on the axis
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("level")
+    axes[0, 0].set_ylabel("absolute error (counts, symlog scale)")
+    axes[1, 0].set_ylabel("percent of nodes")
+    axes[1, 0].plot([], [], "k-", label="false discovery rate")
+    axes[1, 0].plot([], [], "k--", label="false negative rate")
+    axes[1, 0].legend(fontsize=8, loc="upper left", handles=axes[1, 0].lines[-2:])
+
+    ax = axes[1, 1]
+    runs = ok.drop_duplicates(["mechanism", "solver", "seed"])
+    failed = frame[frame["status"] != "ok"].drop_duplicates(["mechanism", "solver"])
+    not_run = [(m, s, st) for m, s, st in zip(failed["mechanism"], failed["solver"], failed["status"])
+               if (m, s) not in colors]
+    rows = configs + [(m, s) for m, s, _ in not_run]
+    ypos = np.arange(len(rows))[::-1]
+    spans = []
+    for y, conf in zip(ypos, configs):
+        t = runs[(runs["mechanism"] == conf[0]) & (runs["solver"] == conf[1])]["run_seconds"].to_numpy(float)
+        med = float(np.median(t))
+        spans.append(t)
+        ax.barh(y, med, color=colors[conf], alpha=0.75, height=0.6)
+        ax.errorbar(med, y, xerr=[[med - t.min()], [t.max() - med]], color="black", capsize=3, lw=1)
+        ax.plot(t, np.full(t.size, y), "k.", ms=3, alpha=0.6)
+        ax.annotate(f"{med:.3g} s", (t.max(), y), xytext=(6, 0), textcoords="offset points", va="center",
+                    fontsize=8)
+    allt = np.concatenate(spans)
+    if allt.min() > 0 and allt.max() / allt.min() > 20:
+        ax.set_xscale("log")
+        ax.set_xlabel("seconds (log scale)")
+    else:
+        ax.set_xlabel("seconds")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xlim(right=ax.get_xlim()[1] * (1.6 if ax.get_xscale() == "log" else 1.15))
+    for y, (_, _, status) in zip(ypos[len(configs):], not_run):  # configurations that could not run
+        ax.annotate(f"not run: {status}", (ax.get_xlim()[0], y), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8, color="dimgray", style="italic")
+    ax.set_yticks(ypos)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticklabels([_label(*c) for c in rows], fontsize=9)
+    ax.set_title("seconds per release (median, min to max, each run)", fontsize=11)
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+    ncol = len(configs) if len(configs) <= 5 else -(-len(configs) // 2)
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=9, frameon=False)
+
+    n_seeds = int(ok["seed"].nunique())
+    if title is None:
+        first = ok.iloc[0]
+        budget = (f"ε = {_num(first['epsilon'])}, δ = {_num(first['delta'])}" if pd.notna(first["epsilon"])
+                  else f"ρ = {_num(first['rho'])}")
+        on = f" on {data_label}" if data_label else ""
+        title = (f"hierdp compare{on}: {budget}, {n_seeds} seed{'s' if n_seeds > 1 else ''} "
+                 f"(lines: median over seeds, bands: min to max)")
+    fig.suptitle(title, fontsize=12)
+    return fig
+
+
+def save_compare_figure(frame: pd.DataFrame, path: str | Path, *, dpi: int = 110, **kwargs: Any) -> Path:
+    """Draw :func:`compare_figure` and write it (PNG, SVG or PDF, by the file name)."""
+    fig = compare_figure(frame, **kwargs)
+    path = Path(path)
+    fig.savefig(path, dpi=dpi)
+    return path
