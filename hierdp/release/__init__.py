@@ -12,8 +12,9 @@
 from hierdp.privacy.spec import Guarantee
 from hierdp.release.accounting import Accounting, Spend
 from hierdp.release.base import BaseRelease
+from hierdp.release.spatial import SpatialRelease, SpatialTree
 from hierdp.release.table import TableRelease
 from hierdp.release.tree import Release, ReleaseLevel, TreeRelease
 
-__all__ = ["BaseRelease", "TreeRelease", "Release", "ReleaseLevel", "TableRelease", "Accounting", "Spend",
-           "Guarantee"]
+__all__ = ["BaseRelease", "TreeRelease", "Release", "ReleaseLevel", "TableRelease", "SpatialRelease", "SpatialTree",
+           "Accounting", "Spend", "Guarantee"]
