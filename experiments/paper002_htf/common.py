@@ -58,7 +58,8 @@ def load(name: str, quick: bool = False):
     raise KeyError(f"unknown dataset {name!r}")
 
 
-def workloads(shape: tuple[int, int], n: int, seed: int = 0, kinds: Iterable[str] = ("random", *SQUARES)) -> dict[str, np.ndarray]:
+def workloads(shape: tuple[int, int], n: int, seed: int = 0,
+              kinds: Iterable[str] = ("random", *SQUARES)) -> dict[str, np.ndarray]:
     """Named query workloads on ``shape`` (``mixed`` = all of them together)."""
     out: dict[str, np.ndarray] = {}
     for i, kind in enumerate(kinds):

@@ -36,7 +36,8 @@ ATLANTIC_BOX = (-140.0, 20.0, 0.0, 75.0)
 CONTIGUOUS_US_BOX = (-125.0, -66.0, 24.0, 50.0)
 
 
-def gaussian_cluster_points(n: int, sigma: float, side: int = 1024, seed: int | None = 0) -> tuple[np.ndarray, np.ndarray]:
+def gaussian_cluster_points(n: int, sigma: float, side: int = 1024,
+                            seed: int | None = 0) -> tuple[np.ndarray, np.ndarray]:
     """``(x, y)`` of ``n`` points of one Gaussian cluster on ``[0, side]^2`` (see the module docstring)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise SpatialDataError(f"n must be a positive int, got {n!r}")

@@ -155,7 +155,8 @@ class SpatialRelease(BaseRelease):
         the uniformity assumption (vectorized)."""
         q = np.asarray(queries, dtype=np.int64).reshape(-1, 4)
         rows, cols = self.domain.shape
-        bad = (q[:, 0] < 0) | (q[:, 0] > q[:, 1]) | (q[:, 1] > rows) | (q[:, 2] < 0) | (q[:, 2] > q[:, 3]) | (q[:, 3] > cols)
+        bad = ((q[:, 0] < 0) | (q[:, 0] > q[:, 1]) | (q[:, 1] > rows)
+               | (q[:, 2] < 0) | (q[:, 2] > q[:, 3]) | (q[:, 3] > cols))
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             raise ValueError(f"query {k} {q[k].tolist()} is not a rectangle inside the {rows} x {cols} grid")
@@ -209,10 +210,12 @@ def _tiling_violations(rects: np.ndarray, shape: tuple[int, int], what: str) -> 
     out: list[str] = []
     if r.shape[0] == 0:
         return [f"no {what}s"]
-    bad = (r[:, 0] < 0) | (r[:, 0] >= r[:, 1]) | (r[:, 1] > rows) | (r[:, 2] < 0) | (r[:, 2] >= r[:, 3]) | (r[:, 3] > cols)
+    bad = ((r[:, 0] < 0) | (r[:, 0] >= r[:, 1]) | (r[:, 1] > rows)
+           | (r[:, 2] < 0) | (r[:, 2] >= r[:, 3]) | (r[:, 3] > cols))
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
-        return [f"{int(bad.sum())} {what}(s) are empty or outside the {rows} x {cols} grid, e.g. {what} {k} {r[k].tolist()}"]
+        return [f"{int(bad.sum())} {what}(s) are empty or outside the {rows} x {cols} grid, "
+                f"e.g. {what} {k} {r[k].tolist()}"]
     diff = np.rint(_stamp(r, np.ones(r.shape[0]), shape)).astype(np.int64)
     cover = np.cumsum(np.cumsum(diff, axis=0), axis=1)[:rows, :cols]
     if np.any(cover != 1):

@@ -45,7 +45,8 @@ def _levels(problem: Problem) -> list[np.ndarray]:
     return [order[bounds[d]:bounds[d + 1]] for d in range(int(depth.max()) + 1)]
 
 
-def _bottom_up(problem: Problem, levels: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def _bottom_up(problem: Problem,
+               levels: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """``(z, P, S, Q, problems)``: subtree estimates and variances, children sums; ``problems``
     lists why the problem is not solvable (unmeasured free leaves, contradictory fixed nodes)."""
     n = problem.n
@@ -144,7 +145,7 @@ class TwoPassSolver(Solver):
         pyomo_hooks=False,
         free_sign=True,
         missing_targets=True,
-        description="Hay et al. two-pass GLS: exact continuous weighted L2 over a tree, no sign constraint (closed form)",
+        description="Hay et al. two-pass GLS: exact continuous weighted L2 over a tree, any sign (closed form)",
     )
 
     def extra_checks(self, problem: Problem) -> list[str]:
@@ -169,4 +170,5 @@ class TwoPassSolver(Solver):
             raise SolverFailed(self.name, "infeasible", str(exc)) from exc
         wall = time.perf_counter() - t0
         return Solution(values=values, objective=problem.objective_value(values), status="optimal",
-                        solver=self.name, wall_time=wall, stats={"nodes": problem.n, "levels": int(problem.depth().max()) + 1})
+                        solver=self.name, wall_time=wall,
+                        stats={"nodes": problem.n, "levels": int(problem.depth().max()) + 1})

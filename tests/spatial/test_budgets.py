@@ -144,10 +144,12 @@ def test_heights_beyond_the_grid_are_refused_before_noise():
 
 def test_tree_baselines_split_their_budget_exactly():
     grid = _grid(2)
-    for name, kw in (("quadtree", {"height": 4, "budgets": "geometric"}), ("quadtree", {"height": 3, "budgets": "uniform"}),
-                     ("kdtree", {"height": 5}), ("kdtree", {"height": 6, "hybrid": True, "budgets": "uniform"})):
+    for name, kw in (("quadtree", {"height": 4, "budgets": "geometric"}),
+                     ("quadtree", {"height": 3, "budgets": "uniform"}), ("kdtree", {"height": 5}),
+                     ("kdtree", {"height": 6, "hybrid": True, "budgets": "uniform"})):
         rel = create(name, epsilon=0.7, **kw).release(grid, seed=1)
         assert rel.accounting.spent == rel.accounting.total
         if name == "kdtree":
-            med = sum(s.budget.exact_parameters["epsilon"] for s in rel.accounting.spends if s.label.startswith("median"))
+            med = sum(s.budget.exact_parameters["epsilon"] for s in rel.accounting.spends
+                      if s.label.startswith("median"))
             assert med == Fraction(0.7) * Fraction(0.15)

@@ -32,7 +32,8 @@ def test_binning_matches_exact_loop_and_keeps_every_point():
     rng = np.random.default_rng(0)
     for _ in range(20):
         rows, cols = (int(v) for v in rng.integers(1, 12, 2))
-        box = (float(rng.uniform(-5, 0)), float(rng.uniform(1, 5)), float(rng.uniform(-3, 0)), float(rng.uniform(0.5, 4)))
+        box = (float(rng.uniform(-5, 0)), float(rng.uniform(1, 5)),
+               float(rng.uniform(-3, 0)), float(rng.uniform(0.5, 4)))
         n = int(rng.integers(1, 300))
         x = rng.uniform(box[0], box[1], n)
         y = rng.uniform(box[2], box[3], n)

@@ -118,9 +118,9 @@ class SpatialMechanism(Mechanism):
     location point per record (``contributions=m`` scales every sensitivity)."""
 
     def _resolve(self, epsilon: Any, delta: Any, budget: Any, unit: Any, bounded: Any, contributions: Any,
-                 secure: Any) -> None:
+                 secure: Any, distinct: Any = False, conversion: Any = "analytic") -> None:
         self.resolve_privacy(epsilon, delta, None, budget, unit=unit, bounded=bounded, contributions=contributions,
-                             distinct=False, calculus="pure", secure=secure)
+                             distinct=distinct, conversion=conversion, calculus="pure", secure=secure)
         if self.unit.distinct:
             raise MechanismParameterError(f"{self.name}: distinct records apply to hierarchies, not to point grids; "
                                           "use distinct=False")

@@ -146,7 +146,8 @@ class _NEstimate:
         else:
             self.eps_n = exact_fraction(eps_n, "eps_n", allow_zero=True)
         if self.eps_n >= self.eps_total:
-            raise MechanismParameterError(f"eps_n {float(self.eps_n)!r} must be below epsilon {float(self.eps_total)!r}: "
+            raise MechanismParameterError(f"eps_n {float(self.eps_n)!r} must be below epsilon "
+                                          f"{float(self.eps_total)!r}: "
                                           "nothing would be left for the cells")
 
     def _n(self, ctx: RunContext, n_true: int) -> tuple[float, tuple[str, ...]]:
@@ -157,10 +158,11 @@ class _NEstimate:
 
 
 def _common_init(self: SpatialMechanism, epsilon: Any, delta: Any, budget: Any, unit: Any, bounded: Any,
-                 contributions: Any, secure: Any, solver: Any, solver_options: Any, uses: str | None) -> None:
+                 contributions: Any, distinct: Any, conversion: Any, secure: Any, solver: Any, solver_options: Any,
+                 uses: str | None) -> None:
     if uses is None:
         refuse_solver(self.name, solver, solver_options, "its counts are released as drawn")
-    self._resolve(epsilon, delta, budget, unit, bounded, contributions, secure)
+    self._resolve(epsilon, delta, budget, unit, bounded, contributions, secure, distinct, conversion)
 
 
 class Identity(SpatialMechanism):
@@ -169,9 +171,11 @@ class Identity(SpatialMechanism):
     name = "Identity"
 
     def __init__(self, epsilon: float | None = None, *, budget: Any = None, delta: float | None = None,
-                 unit: Any = None, bounded: bool = False, contributions: int = 1, secure: bool = False,
+                 unit: Any = None, bounded: bool = False, contributions: int = 1, distinct: bool = False,
+                 conversion: str = "analytic", secure: bool = False,
                  solver: Any = None, solver_options: Any = None) -> None:
-        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, secure, solver, solver_options, None)
+        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
+                     solver_options, None)
 
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Any = None, progress: bool = False) -> SpatialRelease:
@@ -191,9 +195,11 @@ class Uniform(SpatialMechanism):
     name = "Uniform"
 
     def __init__(self, epsilon: float | None = None, *, budget: Any = None, delta: float | None = None,
-                 unit: Any = None, bounded: bool = False, contributions: int = 1, secure: bool = False,
+                 unit: Any = None, bounded: bool = False, contributions: int = 1, distinct: bool = False,
+                 conversion: str = "analytic", secure: bool = False,
                  solver: Any = None, solver_options: Any = None) -> None:
-        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, secure, solver, solver_options, None)
+        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
+                     solver_options, None)
         if self.unit.bounded:
             raise MechanismParameterError("Uniform releases only the total, which bounded neighbours make public: "
                                           "use unbounded neighbours (bounded=False)")
@@ -223,8 +229,10 @@ class UG(_NEstimate, SpatialMechanism):
 
     def __init__(self, epsilon: float | None = None, *, budget: Any = None, c: float = 10.0, eps_n: float | None = None,
                  delta: float | None = None, unit: Any = None, bounded: bool = False, contributions: int = 1,
-                 secure: bool = False, solver: Any = None, solver_options: Any = None) -> None:
-        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, secure, solver, solver_options, None)
+                 distinct: bool = False, conversion: str = "analytic", secure: bool = False, solver: Any = None,
+                 solver_options: Any = None) -> None:
+        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
+                     solver_options, None)
         self.c = float(exact_fraction(c, "c"))
         self._init_n(eps_n)
 
@@ -268,9 +276,11 @@ class AG(_NEstimate, SpatialMechanism):
     def __init__(self, epsilon: float | None = None, *, budget: Any = None, alpha: float = 0.5, c: float = 10.0,
                  c2: float | None = None, eps_n: float | None = None, consistency: str | None = "gls",
                  consistency_solver: str = "twopass", cross_check: str | None = None, delta: float | None = None,
-                 unit: Any = None, bounded: bool = False, contributions: int = 1, secure: bool = False,
+                 unit: Any = None, bounded: bool = False, contributions: int = 1, distinct: bool = False,
+                 conversion: str = "analytic", secure: bool = False,
                  solver: Any = None, solver_options: Any = None) -> None:
-        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, secure, solver, solver_options, "yes")
+        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
+                     solver_options, "yes")
         if solver is not None:
             consistency_solver = solver
         self.alpha = check_fraction_param(alpha, "alpha", 0.0, 1.0)
@@ -415,8 +425,10 @@ class QuadTree(_TreeBaseline):
     def __init__(self, epsilon: float | None = None, *, budget: Any = None, height: int = 8, budgets: str = "geometric",
                  consistency: str | None = "gls", consistency_solver: str = "twopass", cross_check: str | None = None,
                  delta: float | None = None, unit: Any = None, bounded: bool = False, contributions: int = 1,
-                 secure: bool = False, solver: Any = None, solver_options: Any = None) -> None:
-        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, secure, solver, solver_options, "yes")
+                 distinct: bool = False, conversion: str = "analytic", secure: bool = False, solver: Any = None,
+                 solver_options: Any = None) -> None:
+        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
+                     solver_options, "yes")
         self._init_tree(height, budgets, consistency, consistency_solver, cross_check, solver, solver_options)
 
     def params(self) -> dict[str, Any]:
@@ -445,8 +457,10 @@ class KdTree(_TreeBaseline):
                  budgets: str = "geometric", hybrid: bool = False, switch: int | None = None,
                  consistency: str | None = "gls", consistency_solver: str = "twopass", cross_check: str | None = None,
                  delta: float | None = None, unit: Any = None, bounded: bool = False, contributions: int = 1,
-                 secure: bool = False, solver: Any = None, solver_options: Any = None) -> None:
-        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, secure, solver, solver_options, "yes")
+                 distinct: bool = False, conversion: str = "analytic", secure: bool = False, solver: Any = None,
+                 solver_options: Any = None) -> None:
+        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
+                     solver_options, "yes")
         self._init_tree(height, budgets, consistency, consistency_solver, cross_check, solver, solver_options)
         self.prt_share = Fraction(check_fraction_param(prt_share, "prt_share", 0.0, 1.0))
         if not isinstance(hybrid, bool):
@@ -471,7 +485,8 @@ class KdTree(_TreeBaseline):
     def _grow(self, grid: Any, ctx: RunContext, eps_split: Fraction) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         eps_level = eps_split / self.switch
         for d in range(self.switch):  # committed before the first median is drawn
-            ctx.spend(pure(eps_level), f"median, depth {d}", mechanism="exponential", sensitivity=self.count_sensitivity)
+            ctx.spend(pure(eps_level), f"median, depth {d}", mechanism="exponential",
+                      sensitivity=self.count_sensitivity)
         median = median_split(grid.prefix, eps_level, self.count_sensitivity, ctx.rng)
 
         def split(depth: int, rects: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -489,9 +504,11 @@ class Privelet(SpatialMechanism):
     name = "Privelet"
 
     def __init__(self, epsilon: float | None = None, *, budget: Any = None, delta: float | None = None,
-                 unit: Any = None, bounded: bool = False, contributions: int = 1, secure: bool = False,
+                 unit: Any = None, bounded: bool = False, contributions: int = 1, distinct: bool = False,
+                 conversion: str = "analytic", secure: bool = False,
                  solver: Any = None, solver_options: Any = None) -> None:
-        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, secure, solver, solver_options, None)
+        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
+                     solver_options, None)
 
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Any = None, progress: bool = False) -> SpatialRelease:
@@ -506,10 +523,12 @@ class Privelet(SpatialMechanism):
             coef = haar_forward(haar_forward(x, 0), 1)
             sens = (1 + pr.bit_length() - 1) * (1 + pc.bit_length() - 1) * self.count_sensitivity
             scale = self.scale_for(self.eps_total, sens)
-            ctx.spend(pure(self.eps_total), "Haar coefficients", noise="discrete_laplace", scale=scale, sensitivity=sens)
+            ctx.spend(pure(self.eps_total), "Haar coefficients", noise="discrete_laplace", scale=scale,
+                      sensitivity=sens)
             noisy = coef + samplers.discrete_laplace(scale, coef.shape, ctx.rng)
         with timer("reconstruction"):
             cells = haar_inverse(haar_inverse(noisy, 1), 0)[:rows, :cols]
         return self.finish(ctx, grid, _cell_rects(rows, cols), cells.ravel(), timer=timer,
                            details={"padded": (pr, pc), "coefficient_sensitivity": sens},
-                           notes=("cells from the inverse Haar transform of noisy coefficients; values can be negative",))
+                           notes=("cells from the inverse Haar transform of noisy coefficients; "
+                                  "values can be negative",))

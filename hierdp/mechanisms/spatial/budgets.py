@@ -72,7 +72,8 @@ def geometric_level_budgets(total: Fraction | float, h: int, *, bits: int = _BIT
     scale = 2 ** bits
     out: list[Fraction] = [Fraction(0)] * (h + 1)
     for i in range(1, h + 1):
-        share = ctx.divide(ctx.multiply(ctx.power(two, ctx.multiply(decimal.Decimal(h - i), third)), ctx.subtract(c, decimal.Decimal(1))), denom)
+        grow = ctx.power(two, ctx.multiply(decimal.Decimal(h - i), third))
+        share = ctx.divide(ctx.multiply(grow, ctx.subtract(c, decimal.Decimal(1))), denom)
         q = Fraction(share)  # the decimal share, exactly
         rounded = Fraction(q.numerator * scale // q.denominator, scale) * eps  # share rounded down, times eps
         if rounded <= 0:

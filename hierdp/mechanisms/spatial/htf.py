@@ -13,7 +13,8 @@ A private binary partition tree over the grid whose splits make each part's dens
    noisy evaluations at ``ε'' = ε'_prt / (2T+1)`` each, candidates at interval *midpoints*
    (the printed index arithmetic uses half-lengths; the prose - "divided into four equal
    sub-intervals, three inner points" - fixes the intent; see :func:`alg1_search` for the rounding),
-   ``k`` in ``[1, L-1]`` so both children are non-empty. ``split="baseline"`` is eq. (8) instead: every candidate noised at ``ε'_prt/(L-1)``.
+   ``k`` in ``[1, L-1]`` so both children are non-empty. ``split="baseline"`` is eq. (8) instead:
+   every candidate noised at ``ε'_prt/(L-1)``.
 3. **Perturbation with stop conditions** (Alg. 3): level budgets of eq. (17) over the ``h + 1``
    node heights, made exact (:mod:`.budgets`); a node draws ``count + Lap(m/ε_i)``; when the noisy
    count is ``<= stop_count`` or the node has ``<= stop_cells`` cells (or one cell), it becomes a
@@ -159,7 +160,8 @@ class LevelProbe:
         return gridded_objective(a, b, n1, n2, self.bits)
 
 
-def estimate_height(noisy_n: int | Fraction, eps_total: Fraction, c0: Fraction, max_height: int) -> tuple[int, int | None]:
+def estimate_height(noisy_n: int | Fraction, eps_total: Fraction, c0: Fraction,
+                    max_height: int) -> tuple[int, int | None]:
     """``(h, raw)``: eq. (10) ``floor(log2(|D̄| ε_tot / c0))`` exactly (``raw``; ``None`` when
     ``|D̄| <= 0``), clamped to ``[1, max_height]``."""
     x = Fraction(noisy_n) * eps_total / c0
@@ -202,9 +204,10 @@ class HTF(SpatialMechanism):
                  T: int = 3, stop_count: float | None = 100, stop_cells: int = 5, split: str = "alg1",
                  data_budgets: str = "geometric", combine_pruned: bool = False, height_constant: float = 10,
                  objective_bits: int = 20, delta: float | None = None, unit: Any = None, bounded: bool = False,
-                 contributions: int = 1, secure: bool = False, solver: Any = None, solver_options: Any = None) -> None:
+                 contributions: int = 1, distinct: bool = False, conversion: str = "analytic",
+                 secure: bool = False, solver: Any = None, solver_options: Any = None) -> None:
         refuse_solver(self.name, solver, solver_options, "it releases the leaves of its partition as drawn")
-        self._resolve(epsilon, delta, budget, unit, bounded, contributions, secure)
+        self._resolve(epsilon, delta, budget, unit, bounded, contributions, secure, distinct, conversion)
         eps = self.eps_total
         if eps_prt is not None and eps_prt_per_level is not None:
             raise MechanismParameterError("give eps_prt (total) or eps_prt_per_level, not both")
@@ -301,7 +304,8 @@ class HTF(SpatialMechanism):
                                           "(2 x cells x points must stay below 2^62)")
         geom_cap = self._max_height(shape)
         if self.height is not None and self.height > geom_cap:
-            raise MechanismParameterError(f"height {self.height} exceeds ceil(log2 rows) + ceil(log2 cols) = {geom_cap} "
+            raise MechanismParameterError(f"height {self.height} exceeds ceil(log2 rows) + ceil(log2 cols) = "
+                                          f"{geom_cap} "
                                           f"for the {shape[0]} x {shape[1]} grid")
         ctx = self.start(grid, seed=seed, rng=rng, secure=secure, accountant=accountant)
         m = self.unit.contributions
@@ -335,7 +339,8 @@ class HTF(SpatialMechanism):
             ctx.spend(pure(eps_prt_level), f"partition, depth {d} (height {h - d})", noise="discrete_laplace",
                       sensitivity=sens_obj, evaluations=2 * self.T + 1 if self.split == "alg1" else "L-1")
         for i in range(h, -1, -1):
-            ctx.spend(pure(levels[i]), f"data, height {i}", noise="discrete_laplace", sensitivity=self.count_sensitivity,
+            ctx.spend(pure(levels[i]), f"data, height {i}", noise="discrete_laplace",
+                      sensitivity=self.count_sensitivity,
                       scale=self.scale_for(levels[i]))
         # 2-3. partition and perturb, level by level
         counts_flat = grid.counts.ravel()
@@ -450,7 +455,8 @@ class HTF(SpatialMechanism):
                 "epsilon_prt_per_level": float(eps_prt_level), "epsilon_prt": float(h * eps_prt_level),
                 "epsilon_data": float(eps_data),
                 "epsilon_data_levels": {i: float(levels[i]) for i in range(h, -1, -1)},
-                "exact": {"epsilon_total": eps, "epsilon_height": self.eps_height, "epsilon_prt_per_level": eps_prt_level,
+                "exact": {"epsilon_total": eps, "epsilon_height": self.eps_height,
+                          "epsilon_prt_per_level": eps_prt_level,
                           "epsilon_data": eps_data, "epsilon_data_levels": list(levels), "remainders": list(remain)},
                 "budget_identity": (f"eps_height + eps_prt_per_level * h + eps_data = {float(self.eps_height):.6g} + "
                                     f"{float(eps_prt_level):.6g} * {h} + {float(eps_data):.6g} = {float(eps):.6g} "

@@ -114,7 +114,8 @@ def exponential_median(prefix: np.ndarray, rects: np.ndarray, rows_axis: np.ndar
     node = np.repeat(np.arange(rects.shape[0]), ncand)
     k = np.arange(node.size) - np.repeat(np.cumsum(ncand) - ncand, ncand) + 1
     ax = rows_axis[node]
-    left = rect_sums(prefix, r0[node], np.where(ax, r0[node] + k, r1[node]), c0[node], np.where(ax, c1[node], c0[node] + k))
+    left = rect_sums(prefix, r0[node], np.where(ax, r0[node] + k, r1[node]), c0[node],
+                     np.where(ax, c1[node], c0[node] + k))
     total = rect_sums(prefix, r0, r1, c0, c1)
     util = -np.abs(2 * left - total[node])  # -|L - R|, an integer
     starts = np.cumsum(ncand) - ncand
