@@ -24,6 +24,7 @@ with status ``"time limit"`` (the registry then raises ``SolverFailed``).
 
 from __future__ import annotations
 
+import hashlib
 import time
 import weakref
 from typing import Any, Sequence
@@ -46,17 +47,22 @@ from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, S
 __all__ = ["CostTableSolver", "costtable_solve", "InfeasibleTree"]
 
 
-def _fingerprint(problem: Problem) -> int:
-    """Hash of everything the compiled tree depends on (a Problem may be edited in place)."""
-    parts = [problem.parent, problem.target, problem.fixed, problem.weights, problem.lower, problem.upper]
-    return hash((problem.nonnegative,) + tuple(np.ascontiguousarray(p).tobytes() for p in parts))
+def _fingerprint(problem: Problem) -> bytes:
+    """Digest of everything the compiled tree depends on (a Problem may be edited in place)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(b"nonnegative" if problem.nonnegative else b"free sign")
+    for arr in (problem.parent, problem.target, problem.fixed, problem.weights, problem.lower, problem.upper):
+        h.update(np.ascontiguousarray(arr).data)  # hashed in place, no copy
+    return h.digest()
 
 
 def _compile(problem: Problem) -> tuple[Forest, Domains]:
     """Breadth-first layout and domains (raises InfeasibleTree, TreeTooLarge, ValueError)."""
+    lower = np.asarray(problem.lower, dtype=float)
+    if problem.nonnegative:
+        lower = np.maximum(lower, 0.0)  # NaN stays NaN (refused by compile_domains)
     forest = Forest.from_parent(problem.parent)
-    dom = compile_domains(forest, problem.target, problem.weights, problem.fixed, problem.effective_lower,
-                          problem.upper)
+    dom = compile_domains(forest, problem.target, problem.weights, problem.fixed, lower, problem.upper)
     return forest, dom
 
 
@@ -95,11 +101,9 @@ def costtable_solve(
                       objective="l2", integer=True, nonnegative=True)
     try:
         forest, dom = _compile(problem)
-    except TreeTooLarge:
+    except (InfeasibleTree, TreeTooLarge):
         raise
-    except InfeasibleTree:
-        raise
-    except ValueError as exc:
+    except ValueError as exc:  # NaN bounds: a malformed problem
         raise ProblemError(str(exc)) from None
     return solve_compiled(forest, dom).values
 
@@ -123,7 +127,7 @@ class CostTableSolver(Solver):
 
     def __init__(self) -> None:
         # the last compiled problem, so unsupported() then solve() compile once
-        self._last: tuple[Any, int, Forest, Domains] | None = None
+        self._last: tuple[Any, bytes, Forest, Domains] | None = None
 
     def _compiled(self, problem: Problem) -> tuple[Forest, Domains]:
         fp = _fingerprint(problem)

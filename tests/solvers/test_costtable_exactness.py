@@ -447,3 +447,36 @@ def test_public_entry_point_is_exact():
         y = hierdp.solvers.costtable.costtable_solve(p.parent, p.target, weights=p.weights, fixed=p.fixed,
                                                      lower=p.lower, upper=p.upper)
         assert p.objective_value(y) == pytest.approx(enumerate_leaves(p, 0, 5), rel=1e-9, abs=1e-9)
+
+
+# ---------------------------------------------------------------------- time limits, caching
+def test_time_limit_returns_a_feasible_point_or_fails_cleanly():
+    import time
+
+    from hierdp.solvers import SolverFailed
+    from hierdp.solvers._costtable_dp import TimeLimitReached
+
+    rng = np.random.default_rng(3)
+    k = 2000
+    p = Problem(np.r_[-1, np.zeros(k, np.int64)], np.r_[np.nan, rng.normal(10, 3, k)],
+                fixed=np.r_[30_000, np.full(k, np.nan)])
+    with pytest.raises(SolverFailed) as info:
+        solve(p, solver="costtable", time_limit=0.0)
+    assert info.value.status == "time limit"
+    # a deadline after a feasible start: that start comes back, feasible, flagged as not optimal
+    forest = Forest.from_parent(p.parent)
+    dom = compile_domains(forest, p.target, p.weights, p.fixed, np.maximum(p.lower, 0), p.upper)
+    start = np.r_[30_000, 30_000, np.zeros(k - 1, np.int64)]
+    with pytest.raises(TimeLimitReached) as reached:
+        solve_compiled(forest, dom, start=start, radius=0, deadline=time.perf_counter())
+    assert np.array_equal(reached.value.values, start)
+
+
+def test_problem_edited_after_the_refusal_check_is_recompiled():
+    s = get("costtable")
+    p = Problem([-1, 0, 0], [np.nan, 4.0, 4.0], fixed=[8, np.nan, np.nan])
+    assert s.unsupported(p) == []
+    p.fix(0, 2)
+    assert tuple(s.solve_problem(p).values) == (2, 1, 1)
+    p.add_bounds(1, upper=0)
+    assert tuple(s.solve_problem(p).values) == (2, 0, 2)
