@@ -341,7 +341,8 @@ def _merge(children: Curves, n_children: np.ndarray) -> Curves:
     firsts = starts_of(children.counts)[children.counts > 0]
     ds[firsts] = children.slope[firsts]
     seg = segment_ids(cnt)
-    order = segment_argsort(children.t, cnt, stable=False)  # equal times are merged below
+    # stable: equal times are summed below in child order, the same on every machine
+    order = segment_argsort(children.t, cnt)
     t = children.t[order]
     ds = ds[order]
     jump = children.jump[order]
@@ -858,7 +859,8 @@ def solve_compiled(forest: Forest, dom: Domains, *, deadline: float | None = Non
             bad_comp[comp[touched]] = True
             open_ = bad_comp[comp] & ~dom.is_fixed
             grow = _spread(forest, touched)
-            r = np.where(grow, np.maximum(2 * r, 1), r)
+            # domains are below 2^50, so 2^52 covers any window (and r never overflows)
+            r = np.where(grow, np.minimum(np.maximum(2 * r, 1), 2**52), r)
             _check(deadline)
         stats.update(rounds=rounds, marginals=work, final_radius=int(r.max(initial=0)))
     except _Deadline:
