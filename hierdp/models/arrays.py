@@ -213,35 +213,66 @@ def consistent_point(problem: Problem) -> np.ndarray:
     order = np.argsort(depth, kind="stable")
     ptr = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
     levels = [order[ptr[d]:ptr[d + 1]] for d in range(int(depth.max()) + 1)]
-    # bottom-up: nodes without a target estimate the sum of their children
+    # bottom-up: nodes without a target estimate the sum of their children; a node is "informed"
+    # when it or a descendant has a target or a determined value
+    informed = ~np.isnan(est)
     sub = np.zeros(n)
     for d in range(len(levels) - 1, 0, -1):
         kids = levels[d]
         val = np.where(np.isnan(est[kids]), sub[kids], est[kids])
         sub += np.bincount(parent[kids], weights=val, minlength=n)
+        inf_kids = kids[informed[kids]]
+        informed[np.unique(parent[inf_kids])] = True
     est = np.where(np.isnan(est), sub, est)
-    # top-down: distribute every parent's value
+    # top-down: distribute every parent's value; the difference goes to the uninformed children
+    # (shared equally: nothing says where it belongs), else to the child with the largest estimate
     z = np.where(known, det, np.nan)
     roots = levels[0]
     z[roots] = est[roots]
     for d in range(1, len(levels)):
         kids = levels[d]
         par = parent[kids]
-        fixed_kid = known[kids]
-        z[kids] = est[kids]
-        got = np.bincount(par, weights=z[kids], minlength=n)
-        # absorb the difference in the undetermined child with the largest estimate
-        cand = kids[~fixed_kid]
-        if cand.size:
+        z[kids] = np.where(known[kids], det[kids], np.where(informed[kids], est[kids], 0.0))
+        diff = z - np.bincount(par, weights=z[kids], minlength=n)  # per parent
+        free_kids = kids[~known[kids] & ~informed[kids]]
+        if free_kids.size:
+            k = np.bincount(parent[free_kids], minlength=n)
+            fp = parent[free_kids]
+            share = diff[fp] / k[fp]
+            if problem.integer:
+                q = np.floor(diff[fp] / k[fp])
+                rem = diff[fp] - q * k[fp]  # 0 <= rem < k: one more unit to the first rem children
+                rank = np.zeros(free_kids.size, np.int64)
+                order = np.argsort(fp, kind="stable")
+                first = np.searchsorted(fp[order], fp[order])
+                rank[order] = np.arange(free_kids.size) - first
+                share = q + (rank < rem)
+            z[free_kids] = share
+            diff[np.unique(fp)] = 0.0
+        cand = kids[~known[kids]]
+        pars = np.unique(parent[cand]) if cand.size else cand
+        pars = pars[diff[pars] != 0]
+        if pars.size:
+            cand = cand[np.isin(parent[cand], pars)]
             best = np.full(n, -np.inf)
             np.maximum.at(best, parent[cand], est[cand])
             is_best = est[cand] == best[parent[cand]]
             first = np.full(n, n, np.int64)
             np.minimum.at(first, parent[cand[is_best]], cand[is_best])
-            pars = np.unique(parent[cand])
-            absorber = first[pars]
-            z[absorber] += z[pars] - got[pars]
+            z[first[pars]] += diff[pars]
     return z
+
+
+def recentred_magnitude(problem: Problem) -> float:
+    """Largest ``|target - z|`` over objective terms after recentring on :func:`consistent_point`
+    (query terms included): the size of the numbers a recentred model holds near its optimum."""
+    z = consistent_point(problem)
+    term = problem.is_free & ~np.isnan(problem.target)
+    big = float(np.abs(problem.target[term] - z[term]).max()) if term.any() else 0.0
+    if problem.n_query_terms:
+        q = problem.queries
+        big = max(big, float(np.abs(q.target - q.matrix @ z).max()))
+    return big
 
 
 # ---------------------------------------------------------------------------------- batching

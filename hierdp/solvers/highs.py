@@ -28,10 +28,12 @@ Exactness:
   recentred (hooks are written in the original variables), so their magnitude is limited.
 * MIP presolve: HiGHS 1.14's MIP presolve returns sub-optimal points as "optimal" on some small
   models (found by our property tests; upstream ERGO-Code/HiGHS #3043, #3073, #3094), and highspy
-  is pinned to 1.14 (OR-Tools clash). So MIP presolve is off, except on integer L∞ TopDown level
-  batches, where presolve is much faster and every answer is checked by an independent
-  certificate (:mod:`hierdp.solvers._verify`: no integer point in the strict box below the
-  optimum); a batch that fails the certificate is solved again with presolve off.
+  is pinned to 1.14 (OR-Tools clash). So MIP presolve is off, except on integer L∞ problems with
+  a totally unimodular matrix (consistency, bounds, fixed values: TopDown levels and trees without
+  user rows), where presolve is 2-20x faster and every batch's answer is checked by an
+  independent certificate (:mod:`hierdp.solvers._verify`: no integer point in the strict box
+  below each group's optimum; a closed form on levels, an LP on trees); a batch that fails it is
+  solved again with presolve off, and an "infeasible" from presolve is always re-checked without.
 * Integer L2 is a MIP over the exact piecewise-linear epigraph, restricted to the proven window
   around the continuous optimum (solved first as a QP on the same batch).
 * ``time_limit`` is per call: HiGHS compares its limit with the run time accumulated by a reused
@@ -62,6 +64,7 @@ from hierdp.models.arrays import (
     plan_batches,
     pwl_rows,
     query_ranges,
+    recentred_magnitude,
 )
 from hierdp.models.problem import Problem
 from hierdp.solvers import _verify
@@ -98,7 +101,8 @@ class HighsOptions:
         mip_rel_gap: default 0 (proven optimum).
         qp_regularization_value: default 0.
         presolve: HiGHS MIP presolve (``"on"``, ``"off"``, ``"choose"``); default: ``"on"`` for
-            certified integer L∞ level batches, ``"off"`` for other MIPs (see module docstring).
+            certified integer L∞ problems (TopDown levels, trees without user rows), ``"off"`` for
+            other MIPs (see module docstring).
             LPs and QPs always use HiGHS's default.
         recentre: express models in ``y - z`` (default True when the problem has no hooks).
         threads: HiGHS threads (default HiGHS's choice).
@@ -163,9 +167,16 @@ class HighsSolver(Solver):
     def extra_checks(self, problem: Problem) -> list[str]:
         """Refusals the capability sets cannot express (each would otherwise stop ``solve`` late)."""
         why: list[str] = []
-        if problem.pyomo_hooks and problem.magnitude() >= MAX_MAGNITUDE_UNSHIFTED:
-            why.append(f"magnitude {problem.magnitude():.4g} with Pyomo hooks: hooked models are not recentred "
-                       f"and HiGHS's absolute tolerances do not resolve units beyond {MAX_MAGNITUDE_UNSHIFTED:g}")
+        if problem.magnitude() >= MAX_MAGNITUDE_UNSHIFTED:
+            if problem.pyomo_hooks:
+                why.append(f"magnitude {problem.magnitude():.4g} with Pyomo hooks: hooked models are not recentred "
+                           f"and HiGHS's absolute tolerances do not resolve units beyond {MAX_MAGNITUDE_UNSHIFTED:g}")
+            else:
+                spread = recentred_magnitude(problem)
+                if spread >= MAX_MAGNITUDE_UNSHIFTED:
+                    why.append(f"targets differ from a consistent point by up to {spread:.4g}: even recentred, the "
+                               f"model holds numbers beyond {MAX_MAGNITUDE_UNSHIFTED:g}, where HiGHS's absolute "
+                               "tolerances do not resolve units")
         if problem.objective == "l2" and problem.integer:
             why.extend(_integer_l2_refusals(problem))
         return why
@@ -205,7 +216,7 @@ class HighsSolver(Solver):
         is_qp = problem.objective == "l2" and not problem.integer
         batches: list[Any] = [None] if problem.pyomo_hooks else plan_batches(problem,
                                                                               qp_batch_size if is_qp else batch_size)
-        certified = _verify.certificate_applies(problem) and problem.structure == "level"
+        certified = _verify.certificate_applies(problem)
         presolve = opts.presolve or ("on" if certified else "off")
         settings = {"mip_rel_gap": float(opts.mip_rel_gap),
                     "qp_regularization_value": float(opts.qp_regularization_value),

@@ -60,6 +60,7 @@ from hierdp.models.arrays import (
     consistent_point,
     model_arrays,
     plan_batches,
+    recentred_magnitude,
 )
 from hierdp.models.problem import Problem
 from hierdp.solvers._batching import ChunkResult, run_batches
@@ -141,6 +142,9 @@ class OrToolsSolver(Solver):
         if not problem.integer:
             if problem.objective == "l2":
                 why.append("continuous l2 is a QP; OR-Tools' GLOP solves LPs only (use highs or projection)")
+            elif problem.magnitude() >= 1e7 and recentred_magnitude(problem) >= 1e7:
+                why.append("targets differ from a consistent point by 1e7 or more: even recentred, GLOP's "
+                           "absolute tolerances would not resolve the optimum")
             return why
         free = problem.is_free
         term = free & ~np.isnan(problem.target) & (problem.weights > 0)
@@ -155,7 +159,7 @@ class OrToolsSolver(Solver):
                 has_terms = np.bincount(g, minlength=g.max() + 1) > 0  # a group without terms has no weights
                 if np.any(has_terms & (wmin != wmax)):
                     why.append("CP-SAT linf needs the same weight for all nodes of a group")
-            if problem.linear and np.any(np.bincount(batch_components(problem)) > 1):
+            if problem.n_constraints and np.any(np.bincount(batch_components(problem)) > 1):
                 why.append("CP-SAT linf cannot honour a linear constraint coupling two groups exactly")
         else:
             if grid_scale(problem.target[term]) is None:
@@ -163,10 +167,12 @@ class OrToolsSolver(Solver):
                            "2^20 or of 10 up to 10^6); these targets are arbitrary reals")
             if grid_scale(problem.weights[term]) is None:
                 why.append(f"CP-SAT {problem.objective} needs weights on a grid 1/S")
-        for k, c in enumerate(problem.linear):
-            if np.any(c.coef != np.rint(c.coef)):
-                why.append(f"CP-SAT needs integer coefficients in linear constraint {c.name or k}")
-                break
+        if problem.n_constraints:
+            mat = problem.constraints.matrix
+            bad = np.flatnonzero(mat.data != np.rint(mat.data))
+            if bad.size:
+                r = int(np.searchsorted(mat.indptr, bad[0], side="right") - 1)
+                why.append(f"CP-SAT needs integer coefficients in linear constraint {problem.constraints.name(r)}")
         lo = problem.effective_lower[free]
         hi = problem.upper[free]
         if problem.nonnegative:
@@ -177,11 +183,20 @@ class OrToolsSolver(Solver):
             i = int(np.flatnonzero(free)[np.flatnonzero(bad)[0]])
             why.append(f"CP-SAT needs finite domains: {problem._label(i)} has no finite lower and upper bound "
                        "(add bounds, or non-negativity under a fixed ancestor)")
-        elif problem.objective == "l2":
-            chords = np.maximum(hi - lo, 1)[term[free]].sum()
-            if chords > MAX_L2_CHORDS:
-                why.append(f"CP-SAT integer l2 would need {int(chords)} chords over the variable domains "
-                           f"(> {MAX_L2_CHORDS}); use highs (proven window) or projection/costtable")
+        else:
+            if problem.objective == "l2":
+                chords = np.maximum(hi - lo, 1)[term[free]].sum()
+                if chords > MAX_L2_CHORDS:
+                    why.append(f"CP-SAT integer l2 would need {int(chords)} chords over the variable domains "
+                               f"(> {MAX_L2_CHORDS}); use highs (proven window) or projection/costtable")
+            if problem.objective in ("l1", "l2") and not why:
+                x, w = problem.target[term], problem.weights[term]
+                sx, sw = grid_scale(x), grid_scale(w)
+                span = np.maximum(np.abs(hi[term[free]] - x), np.abs(lo[term[free]] - x)) * sx
+                power = 2 if problem.objective == "l2" else 1
+                if float(np.sum(span ** power * w * sw)) > _INT_LIMIT:
+                    why.append(f"CP-SAT {problem.objective}: the scaled objective could exceed 2^53 over these "
+                               "domains (exact integer arithmetic would overflow)")
         return why
 
     def solve_problem(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
@@ -287,9 +302,13 @@ def _cpsat(problem: Problem, arr: ModelArrays, time_left: float | None, workers:
     if arr.objective == "linf":
         _linf_ranks(m, y, arr, lo, hi)
     else:
-        s = grid_scale(x)
+        # scale the original targets (the grid property does not survive a float subtraction),
+        # then recentre exactly in integers
+        x_orig = problem.target[arr.nodes[v]]
+        s = grid_scale(x_orig)
         sw = grid_scale(arr.obj_weight)
-        mm = np.rint(x * s).astype(np.int64)
+        z = np.zeros(arr.n_vars) if arr.shift is None else arr.shift
+        mm = np.rint(x_orig * s).astype(np.int64) - s * np.rint(z[v]).astype(np.int64)
         ww = np.rint(arr.obj_weight * sw).astype(np.int64)
         span = np.maximum(np.abs(hi[v] * s - mm), np.abs(lo[v] * s - mm)) if v.size else np.zeros(0)
         power = 2 if arr.objective == "l2" else 1
