@@ -304,21 +304,10 @@ def continuous_optimum(problem) -> float | None:
         v[free] = y
         return objective_at(problem, v, anchors)
 
+    if nv == 0:
+        return objective_at(problem, fixed0, anchors) if feasible(problem, fixed0) else None
     if problem.objective == "l2":
-        cons = [{"type": "eq", "fun": (lambda y, r=r, b=b: r @ y - b)} for r, b in zip(eq_rows, eq_rhs)]
-        cons += [{"type": "ineq", "fun": (lambda y, r=r, b=b: b - r @ y)} for r, b in zip(ub_rows, ub_rhs)]
-        x0 = np.clip(np.nan_to_num(problem.target[free]), [b[0] if b[0] is not None else -1e9 for b in bounds],
-                     [b[1] if b[1] is not None else 1e9 for b in bounds])
-        best = None
-        for start in (x0, np.zeros(nv), np.ones(nv)):
-            res = minimize(f, start, method="SLSQP", bounds=bounds, constraints=cons,
-                           options={"ftol": 1e-14, "maxiter": 2000})
-            if res.success:
-                v = fixed0.copy()
-                v[free] = res.x
-                if feasible_continuous(problem, v, 1e-6):
-                    best = res.fun if best is None else min(best, res.fun)
-        return best
+        return _qp_optimum(problem, f, free, bounds, eq_rows, eq_rhs, ub_rows, ub_rhs, fixed0)
     # LP: y, then one aux per term (l1) or per group / query block (linf)
     x, w = problem.target, problem.weights
     terms = [i for i in free if not np.isnan(x[i]) and w[i] > 0]
@@ -360,6 +349,50 @@ def continuous_optimum(problem) -> float | None:
                   b_ub=np.array(rhs) if rhs else None, A_eq=a_eq, b_eq=np.array(eq_rhs) if eq_rows else None,
                   bounds=bounds + [(0, None)] * naux, method="highs")
     return float(res.fun) if res.status == 0 else None
+
+
+def _qp_optimum(problem, f, free, bounds, eq_rows, eq_rhs, ub_rows, ub_rhs, fixed0) -> float | None:
+    """A convex QP by two local solvers (SLSQP from an LP-feasible start, trust-constr): the best
+    feasible answer (any feasible point bounds the optimum from above, so a failure of both shows
+    as a mismatch, never as a false pass)."""
+    from scipy.optimize import LinearConstraint, linprog, minimize
+
+    nv = free.size
+    a_eq = np.array(eq_rows) if eq_rows else np.zeros((0, nv))
+    a_ub = np.array(ub_rows) if ub_rows else np.zeros((0, nv))
+    start = linprog(np.zeros(nv), A_ub=a_ub if ub_rows else None, b_ub=np.array(ub_rhs) if ub_rows else None,
+                    A_eq=a_eq if eq_rows else None, b_eq=np.array(eq_rhs) if eq_rows else None,
+                    bounds=bounds, method="highs")
+    if start.status != 0:
+        return None
+    best = None
+    cons = [{"type": "eq", "fun": (lambda y, r=r, b=b: r @ y - b)} for r, b in zip(eq_rows, eq_rhs)]
+    cons += [{"type": "ineq", "fun": (lambda y, r=r, b=b: b - r @ y)} for r, b in zip(ub_rows, ub_rhs)]
+    lin = []
+    if eq_rows:
+        lin.append(LinearConstraint(a_eq, np.array(eq_rhs), np.array(eq_rhs)))
+    if ub_rows:
+        lin.append(LinearConstraint(a_ub, -np.inf, np.array(ub_rhs)))
+    candidates = [start.x]
+    import warnings
+
+    for method, kw in (("SLSQP", {"constraints": cons, "options": {"ftol": 1e-15, "maxiter": 5000}}),
+                       ("trust-constr", {"constraints": lin, "options": {"gtol": 1e-12, "xtol": 1e-14,
+                                                                         "maxiter": 20000}})):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # quasi-Newton notes on flat directions
+                res = minimize(f, start.x, method=method, bounds=bounds, **kw)
+            candidates.append(res.x)
+        except Exception:
+            continue
+    for y in candidates:
+        v = fixed0.copy()
+        v[free] = y
+        if feasible_continuous(problem, v, 1e-7):
+            val = f(y)
+            best = val if best is None else min(best, val)
+    return best
 
 
 def feasible_continuous(problem, v: np.ndarray, tol: float) -> bool:

@@ -313,28 +313,6 @@ def batch_components(problem: Problem) -> np.ndarray:
     return labels[:ng].astype(np.int64)
 
 
-def plan_batches(problem: Problem, size: int) -> list[np.ndarray]:
-    """Lists of group ids, each at most ``size`` groups unless one coupled component is larger."""
-    ng = problem.n_groups
-    if not problem.n_constraints and not problem.n_query_terms:
-        return [np.arange(s, min(s + size, ng), dtype=np.int64) for s in range(0, ng, size)]
-    comp = batch_components(problem)
-    order = np.argsort(comp, kind="stable")
-    _, starts, counts = np.unique(comp[order], return_index=True, return_counts=True)
-    out: list[np.ndarray] = []
-    cur: list[np.ndarray] = []
-    cur_n = 0
-    for s, c in zip(starts, counts):  # loop over components (not nodes): greedy packing
-        if cur and cur_n + c > size:
-            out.append(np.concatenate(cur))
-            cur, cur_n = [], 0
-        cur.append(order[s:s + c])
-        cur_n += int(c)
-    if cur:
-        out.append(np.concatenate(cur))
-    return out
-
-
 # ---------------------------------------------------------------------------------- arrays
 def model_arrays(
     problem: Problem,

@@ -10,11 +10,9 @@ from hierdp.models.arrays import (  # noqa: F401
     batch_components,
     consistent_point,
     model_arrays,
-    plan_batches,
     pwl_rows,
 )
 from hierdp.models.pyomo import build_pyomo_model, values_from_model  # noqa: F401
 
 __all__ = ["MAX_PWL_PIECES", "ModelArrays", "ModelInfeasible", "ModelTooLarge", "anchor_values",
-           "batch_components", "build_pyomo_model", "consistent_point", "model_arrays", "plan_batches",
-           "pwl_rows", "values_from_model"]
+           "batch_components", "build_pyomo_model", "consistent_point", "model_arrays", "pwl_rows", "values_from_model"]

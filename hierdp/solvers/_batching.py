@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from hierdp.models.arrays import plan_batches
+from hierdp.models.arrays import batch_components
 from hierdp.models.problem import Problem
 from hierdp.solvers.base import Status
 
@@ -57,6 +57,28 @@ class BatchOutcome:
     incumbent: tuple[np.ndarray, np.ndarray] | None
     bounds: list[float | None]
     complete: bool  # every batch was attempted (so parts + incumbent may cover every group)
+
+
+def plan_batches(problem: Problem, size: int) -> list[np.ndarray]:
+    """Lists of group ids, each at most ``size`` groups unless one coupled component is larger."""
+    ng = problem.n_groups
+    if not problem.n_constraints and not problem.n_query_terms:
+        return [np.arange(s, min(s + size, ng), dtype=np.int64) for s in range(0, ng, size)]
+    comp = batch_components(problem)
+    order = np.argsort(comp, kind="stable")
+    _, starts, counts = np.unique(comp[order], return_index=True, return_counts=True)
+    out: list[np.ndarray] = []
+    cur: list[np.ndarray] = []
+    cur_n = 0
+    for s, c in zip(starts, counts):  # loop over components (not nodes): greedy packing
+        if cur and cur_n + c > size:
+            out.append(np.concatenate(cur))
+            cur, cur_n = [], 0
+        cur.append(order[s:s + c])
+        cur_n += int(c)
+    if cur:
+        out.append(np.concatenate(cur))
+    return out
 
 
 #: ``chunk_fn(problem, batches) -> ChunkResult``: solves the batches in order, stopping at the

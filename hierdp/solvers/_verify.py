@@ -264,6 +264,8 @@ def _continuous_linf_lp_gap(problem: Problem, objective: float, time_limit: floa
     lab = np.full(n, -1, np.int64)
     lab[free] = inv.ravel()
     nv, ng = nodes.size, uniq.size
+    if nv == 0:  # every node fixed: the objective is a constant, already checked independently
+        return 0.0
     nq_blocks = problem.queries.n_blocks if problem.n_query_terms else 0
     ncol = nv + ng + nq_blocks
     fixed0 = np.nan_to_num(problem.fixed)

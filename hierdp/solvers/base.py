@@ -397,7 +397,7 @@ class Solver:
 
         The default poses the batch as :meth:`Problem.from_groups` and goes through
         :func:`hierdp.solvers.registry.solve` (capability check, verification); a failure names the
-        caller's group indices (``SolverFailed.groups``). Fast paths override this to skip the
+        caller's group indices (``SolverFailed.groups``) and its ``best`` holds children values only. Fast paths override this to skip the
         general :class:`Problem` (a level of 10^6 children costs ~0.4 s to pose) and must then
         check their own output (sums, signs, integrality) and refuse, before solving, what they
         cannot do.
@@ -406,12 +406,17 @@ class Solver:
 
         problem = Problem.from_groups(np.asarray(values, dtype=float), offsets, np.asarray(totals, dtype=float),
                                       objective=objective, integer=integer, nonnegative=True, weights=weights)
+        g = np.asarray(totals).size
         try:
             sol = solve(problem, self, time_limit=time_limit, **options)
         except SolverFailed as exc:
             anchors = problem.group_anchors()
             groups = None if exc.groups is None else anchors[exc.groups[exc.groups < anchors.size]]
-            raise SolverFailed(exc.solver, exc.status, exc.message, groups=groups, best=exc.best) from exc
-        g = np.asarray(totals).size
+            best = exc.best
+            if best is not None:  # the children only, in the order of ``values``
+                best = Solution(values=best.values[g:], objective=best.objective, status=best.status,
+                                solver=best.solver, wall_time=best.wall_time, stats=best.stats, bound=best.bound,
+                                gap=best.gap)
+            raise SolverFailed(exc.solver, exc.status, exc.message, groups=groups, best=best) from exc
         return GroupSolution(values=sol.values[g:], objective=sol.objective, solver=sol.solver,
                              wall_time=sol.wall_time, stats=dict(sol.stats or {}))

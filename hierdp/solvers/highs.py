@@ -61,14 +61,13 @@ from hierdp.models.arrays import (
     anchor_values,
     consistent_point,
     model_arrays,
-    plan_batches,
     pwl_rows,
     query_ranges,
     recentred_magnitude,
 )
 from hierdp.models.problem import Problem
 from hierdp.solvers import _verify
-from hierdp.solvers._batching import ChunkResult, run_batches
+from hierdp.solvers._batching import ChunkResult, plan_batches, run_batches
 from hierdp.solvers.base import Capabilities, Solution, Solver, Status, UnsupportedProblem, finish
 
 #: groups per MIP batch. Measured on 2,000 integer linf groups (b in [2, 10], real targets, 2 cores,
@@ -731,5 +730,5 @@ def _solve_pyomo(model: Any, problem: Problem, settings: dict[str, Any], threads
     }.get(tc, Status.ERROR), False
 
 
-# older private name (used by the ortools plug-in before the planner moved to models.arrays)
+# older private name (the ortools plug-in imported it before the planner moved to _batching)
 _batches = plan_batches

@@ -59,11 +59,10 @@ from hierdp.models.arrays import (
     batch_components,
     consistent_point,
     model_arrays,
-    plan_batches,
     recentred_magnitude,
 )
 from hierdp.models.problem import Problem
-from hierdp.solvers._batching import ChunkResult, run_batches
+from hierdp.solvers._batching import ChunkResult, plan_batches, run_batches
 from hierdp.solvers.base import Capabilities, Solution, Solver, Status, finish
 
 #: groups per CP-SAT model (measured; small models keep CP-SAT's search local)

@@ -93,3 +93,22 @@ def test_default_path_reports_failing_groups_in_caller_numbering(monkeypatch):
     with pytest.raises(SolverFailed) as info:
         solve_groups(x, offsets, totals, solver="highs", objective="l1", batch_size=1)
     assert info.value.status == "infeasible" and info.value.groups.tolist() == [3]
+
+
+def test_time_limit_best_point_comes_back_in_the_callers_layout(monkeypatch):
+    from hierdp.solvers import Status
+    from hierdp.solvers import highs as highs_mod
+
+    x, offsets, totals = level(3, 6)
+    real_run = highs_mod._DirectRunner.run
+
+    def stop_with_incumbent(self, problem, arr, settings, deadline):
+        out = real_run(self, problem, arr, settings, deadline)
+        return highs_mod._RunResult(Status.TIME_LIMIT, incumbent=out.x, message="simulated")
+
+    monkeypatch.setattr(highs_mod._DirectRunner, "run", stop_with_incumbent)
+    with pytest.raises(SolverFailed) as info:
+        solve_groups(x, offsets, totals, solver="highs", objective="l1")  # one batch: complete
+    best = info.value.best
+    assert info.value.status == "time_limit" and best is not None and best.values.shape == x.shape
+    _per_group_check(best.values.astype(np.int64), x, offsets, totals, True)

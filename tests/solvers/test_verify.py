@@ -133,3 +133,11 @@ def test_continuous_certificate_catches_a_wrong_lp_and_passes_the_right_one():
     q = Problem.from_groups([4.0, 1.0, 1.0], [0, 3], [9.0], objective="linf", integer=False)
     q.add_linear({3: 1.0}, lower=3.0)  # rows: the LP path
     assert _verify.continuous_linf_gap(q, 2.0) == pytest.approx(0.0, abs=1e-7)
+
+
+def test_problems_without_free_nodes_verify():
+    # found by the long fuzz profile: the independent LP had no variables
+    for integer in (True, False):
+        p = Problem([-1, 0, 0], [4.0, 1.5, 2.5], fixed=[4, 2, 2], objective="linf", integer=integer)
+        sol = hierdp.solve(p, solver="highs")
+        assert sol.objective == 0.0 and sol.values.tolist() == [4, 2, 2]
