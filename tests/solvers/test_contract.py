@@ -1,0 +1,174 @@
+"""The plug-in contract: Status, Capabilities as feature sets, typed options, the public override
+point, SolverFailed's fields, describe_limits()."""
+
+import numpy as np
+import pytest
+
+import hierdp
+from hierdp.models import Problem
+from hierdp.solvers import Capabilities, Solution, Solver, SolverFailed, Status, UnsupportedProblem, registry
+from hierdp.solvers.base import finish
+
+
+def test_status_is_a_str_enum():
+    assert Status.OPTIMAL == "optimal" and Status.TIME_LIMIT == "time_limit"
+    assert f"{Status.INFEASIBLE}" == "infeasible" and str(Status.ERROR) == "error"
+    assert Status.coerce("time limit") is Status.TIME_LIMIT
+    assert Status.coerce("time limit (feasible, not proven optimal)") is Status.TIME_LIMIT
+    assert Status.coerce("infeasible-result") is Status.INFEASIBLE_RESULT
+    assert Status.coerce("something odd") is Status.ERROR
+    assert Solution(np.zeros(1), 0.0, "optimal", "x", 0.0).status is Status.OPTIMAL
+
+
+def test_solver_failed_carries_what_callers_need():
+    best = Solution(np.array([3, 1, 2]), 1.0, Status.TIME_LIMIT, "highs", 1.0)
+    exc = SolverFailed("highs", "time limit", "gap 3%", groups=[4, 7], best=best)
+    assert exc.solver == "highs" and exc.status is Status.TIME_LIMIT and exc.message == "gap 3%"
+    assert exc.groups.tolist() == [4, 7] and exc.best is best
+    assert "time_limit" in str(exc) and "time limit reached" in str(exc) and "groups 4, 7" in str(exc)
+    plain = SolverFailed("x", Status.INFEASIBLE)
+    assert plain.groups is None and plain.best is None and plain.message == ""
+
+
+def test_capabilities_old_flags_and_feature_sets_agree():
+    old = Capabilities(objectives=frozenset({"l2"}), integer=True, continuous=False, structures=frozenset({"tree"}),
+                       weights=True, bounds=True, free_sign=False, description="d")
+    assert old.weights and old.bounds and not old.linear_constraints and not old.free_sign and old.missing_targets
+    assert old.features == {"weights", "bounds", "missing_targets"}
+    new = Capabilities({"l2"}, True, False, {"tree"}, features={"weights", "bounds", "missing_targets"}, description="d")
+    assert new == old
+    chains = Capabilities({"l1"}, True, False, {"level"}, features={"linear_constraints"})
+    assert chains.supports("cumulative")  # general rows include chain rows
+    with pytest.raises(ValueError, match="unknown capability feature"):
+        Capabilities({"l1"}, True, False, {"level"}, features={"telepathy"})
+    with pytest.raises(AttributeError):
+        old.integer = False
+    assert old.as_dict()["weights"] is True and "features" in old.as_dict()
+
+
+class ChainOnly(Solver):
+    """Honours cumulative chains but no general rows: the feature sets decide, no plug-in code."""
+
+    name = "chain-only"
+    capabilities = Capabilities({"l1"}, True, False, {"level", "tree"}, features={"cumulative", "missing_targets"})
+
+    def solve_problem(self, problem, *, time_limit=None, **options):
+        return hierdp.solvers.get("highs").solve_problem(problem)
+
+
+def test_feature_refusals_are_declarative():
+    p = Problem.from_groups([1.0, 2.0, 3.0], [0, 3], [6], objective="l1")
+    assert ChainOnly().unsupported(p) == []
+    p.add_monotone_chains(np.array([[1, 2, 3]]))
+    assert ChainOnly().unsupported(p) == []
+    p.add_linear({1: 1}, lower=1)
+    assert ChainOnly().unsupported(p) == ["user linear constraints not supported"]
+    q = Problem.from_groups([1.0, 2.0], [0, 2], [3], objective="l1").add_query_terms(np.eye(3)[1:2], [1.0])
+    assert ChainOnly().unsupported(q) == ["query-term objectives not supported"]
+
+
+def test_options_are_typed_and_typos_refused():
+    p = Problem.from_groups([1.0, 2.0], [0, 2], [3])
+    for s, bad in (("highs", {"batchsize": 3}), ("ortools", {"workers": 2}), ("intopt", {"oder": "x"}),
+                   ("projection", {"anything": 1})):
+        with pytest.raises(TypeError, match="unknown option"):
+            hierdp.solve(p if s != "projection" else Problem.from_groups([1.0, 2.0], [0, 2], [3], objective="l2"),
+                         solver=s, **bad)
+    with pytest.raises(ValueError, match="batch_size"):
+        hierdp.solve(p, solver="highs", batch_size=0)
+    with pytest.raises(ValueError, match="order"):
+        hierdp.solve(p, solver="intopt", order="sideways")
+    opts = hierdp.solvers.get("highs").parse_options({"batch_size": 7, "presolve": None})
+    assert opts.batch_size == 7 and opts.presolve is None
+
+
+class PublicOverride(Solver):
+    name = "public"
+    capabilities = Capabilities({"l1"}, True, False, {"level"})
+
+    def solve_problem(self, problem, *, time_limit=None, **options):
+        values = np.nan_to_num(problem.fixed).copy()
+        _, offsets, child_index, totals = problem.level_groups()
+        values[child_index[offsets[:-1]]] = totals  # feasible: everything on the first child
+        return finish(problem, values, Status.OPTIMAL, self.name, 0.0, {})
+
+
+class OldStyle(Solver):
+    name = "old"
+    capabilities = Capabilities({"l1"}, True, False, {"level"})
+
+    def _solve(self, problem, *, time_limit=None, **options):
+        return PublicOverride().solve_problem(problem)
+
+
+@pytest.fixture
+def clean_registry(monkeypatch):
+    monkeypatch.setattr(registry, "_EXTRA", {})
+    monkeypatch.setattr(registry, "_ENTRY_POINTS_SCANNED", True)
+
+
+def test_public_override_and_old_alias_both_work(clean_registry):
+    p = Problem.from_groups([1.0, 2.0, 0.5], [0, 2, 3], [3, 1], objective="l1")
+    a = hierdp.solve(p, solver=PublicOverride())
+    b = hierdp.solve(p, solver=OldStyle())
+    assert a.values.tolist() == b.values.tolist() == [3, 1, 3, 0, 1]
+    assert OldStyle().solve_problem(p).values.tolist() == PublicOverride()._solve(p).values.tolist()
+
+    class Neither(Solver):
+        name = "neither"
+        capabilities = Capabilities({"l1"}, True, False, {"level"})
+
+    with pytest.raises(NotImplementedError):
+        Neither().solve_problem(p)
+
+
+def test_non_optimal_results_become_solver_failed_with_best(clean_registry):
+    class Stops(PublicOverride):
+        name = "stops"
+
+        def solve_problem(self, problem, *, time_limit=None, **options):
+            sol = super().solve_problem(problem)
+            sol.status = Status.TIME_LIMIT
+            sol.stats["failed_groups"] = np.array([1])
+            return sol
+
+    p = Problem.from_groups([1.0, 2.0, 0.5], [0, 2, 3], [3, 1], objective="l1")
+    with pytest.raises(SolverFailed) as info:
+        hierdp.solve(p, solver=Stops())
+    exc = info.value
+    assert exc.status == "time_limit" and exc.groups.tolist() == [1]
+    assert exc.best is not None and exc.best.values.tolist() == [3, 1, 3, 0, 1]
+    assert exc.best.objective == pytest.approx(p.objective_value(exc.best.values))
+
+
+def test_describe_limits_is_generated_from_capabilities():
+    frame = hierdp.solvers.describe_limits()
+    assert list(frame["solver"][:5]) == ["intopt", "projection", "costtable", "highs", "ortools"]
+    row = frame.set_index("solver")
+    for name in ("intopt", "projection", "highs", "ortools"):
+        cap = hierdp.solvers.get(name).capabilities
+        assert row.loc[name, "max_magnitude"] == cap.limits["max_magnitude"]
+        assert row.loc[name, "features"] == ", ".join(sorted(cap.features))
+    assert row.loc["intopt", "max_magnitude"] == 2.0 ** 52 and row.loc["projection", "max_magnitude"] == 2.0 ** 44
+    assert "description" == frame.columns[-1]
+
+
+def test_solutions_carry_bounds_where_known():
+    p = Problem.from_groups([1.2, 2.7, 0.5], [0, 2, 3], [3, 1], objective="linf")
+    for s in ("intopt", "highs"):
+        sol = hierdp.solve(p, solver=s)
+        assert sol.bound == pytest.approx(sol.objective, abs=1e-9) and sol.gap == pytest.approx(0, abs=1e-9)
+
+
+def test_unsupported_is_raised_before_solving(clean_registry):
+    class Refuses(PublicOverride):
+        name = "refuses"
+
+        def extra_checks(self, problem):
+            return ["never"]
+
+        def solve_problem(self, problem, *, time_limit=None, **options):
+            raise AssertionError("solve must not run")
+
+    with pytest.raises(UnsupportedProblem, match="never"):
+        hierdp.solve(Problem.from_groups([1.0], [0, 1], [1], objective="l1"), solver=Refuses())
