@@ -90,10 +90,10 @@ def _create(conf: Configuration, budget: dict[str, Any], params: dict[str, Any],
 
 
 def _status_of(exc: BaseException) -> str:
-    from hierdp.solvers.base import SolverFailed, UnsupportedProblem
+    from hierdp.solvers.base import SolverFailed, Status, UnsupportedProblem
 
-    if isinstance(exc, SolverFailed) and "time limit" in str(getattr(exc, "status", "")):
-        return "time limit"
+    if isinstance(exc, SolverFailed) and exc.status == Status.TIME_LIMIT:
+        return str(Status.TIME_LIMIT)
     if isinstance(exc, (UnsupportedProblem, TypeError)):
         return "unsupported"
     return "failed"

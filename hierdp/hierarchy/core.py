@@ -485,19 +485,8 @@ class Hierarchy:
         """
         from hierdp.models import Problem
 
-        build = getattr(Problem, "from_hierarchy", None)
-        if build is not None:  # the models layer owns Problem construction: this is an alias
-            import inspect
-
-            kwargs = dict(fix_root=fix_root, objective=objective, integer=integer, nonnegative=nonnegative,
-                          weights=weights)
-            accepted = inspect.signature(build).parameters
-            if all(k in accepted for k in kwargs) or any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
-                return build(self, target, **kwargs)
+        # names are checked here, so an unknown node is a hierarchy error (UnknownNodeError)
         tgt = np.asarray(self._node_vector(target, "target"), dtype=float)
         w = None if weights is None else np.asarray(self._node_vector(weights, "weights"), dtype=float)
-        fixed = np.full(self.n, np.nan)
-        if fix_root:
-            fixed[0] = float(self.counts[0])
-        return Problem(self.parent.copy(), tgt, fixed=fixed, objective=objective, weights=w,
-                       integer=integer, nonnegative=nonnegative, names=self.names.copy())
+        return Problem.from_hierarchy(self, tgt, fix_root=fix_root, objective=objective, integer=integer,
+                                      nonnegative=nonnegative, weights=w)

@@ -19,7 +19,7 @@ beyond 2^50 (~1.1e15) and positive weights outside [2^-100, 2^100].
 
 ``time_limit`` is honoured between the DP's levels and rounds (overhead: the work of one level
 of one pass, milliseconds on small trees, up to 1-2 s on the 3.2 M-node census tree); when it
-passes, the best feasible point found is returned with status ``"time limit"`` (the registry then
+passes, the best feasible point found is returned with status ``Status.TIME_LIMIT`` (the registry then
 raises ``SolverFailed``).
 """
 
@@ -43,7 +43,7 @@ from hierdp.solvers._costtable_dp import (
     compile_domains,
     solve_compiled,
 )
-from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, SolverFailed, UnsupportedProblem, finish
+from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, SolverFailed, Status, UnsupportedProblem, finish
 
 __all__ = ["CostTableSolver", "costtable_solve", "InfeasibleTree"]
 
@@ -168,8 +168,8 @@ class CostTableSolver(Solver):
             result = solve_compiled(forest, dom, deadline=deadline)
         except TimeLimitReached as exc:
             if exc.values is None:
-                raise SolverFailed(self.name, "time limit", "no feasible point yet") from None
-            return finish(problem, exc.values, "time limit", self.name, t0, dict(exc.stats))
+                raise SolverFailed(self.name, Status.TIME_LIMIT, "no feasible point yet") from None
+            return finish(problem, exc.values, Status.TIME_LIMIT, self.name, t0, dict(exc.stats))
         return finish(problem, result.values, "optimal", self.name, t0, result.stats)
 
     def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
@@ -212,7 +212,7 @@ class CostTableSolver(Solver):
         try:
             result = solve_compiled(forest, dom, deadline=deadline)
         except TimeLimitReached:
-            raise SolverFailed(self.name, "time limit") from None
+            raise SolverFailed(self.name, Status.TIME_LIMIT) from None
         kids = result.values[g:]
         sums = np.zeros(g, np.int64)
         np.add.at(sums, np.repeat(np.arange(g), sizes), kids)

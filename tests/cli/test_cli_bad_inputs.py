@@ -303,7 +303,7 @@ def test_solver_time_out_is_reported_as_a_status(workdir, capsys, monkeypatch) -
     before = _snapshot(workdir)
     assert main(_with(PLAIN, solver="highs", time_limit="5")) == 3
     err = capsys.readouterr().err.strip()
-    assert err.startswith("hierdp release: error: status time limit:") and err.count("\n") == 0
+    assert err.startswith("hierdp release: error: status time_limit:") and err.count("\n") == 0
     assert _snapshot(workdir) == before
 
 

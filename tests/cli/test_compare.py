@@ -75,7 +75,7 @@ def test_time_out_is_a_status_and_skips_the_other_seeds(tree, monkeypatch) -> No
     monkeypatch.setattr(InfTDA, "release", slow)
     frame = compare(tree, ["inftda", "tda_l2"], seeds=4, time_limit=1.0)
     inf = frame[frame["mechanism"] == "inftda"]
-    assert len(inf) == 1 and inf["status"].iloc[0] == "time limit"
+    assert len(inf) == 1 and inf["status"].iloc[0] == "time_limit"
     assert (frame[frame["mechanism"] == "tda_l2"]["status"] == "ok").all()
 
 

@@ -143,7 +143,8 @@ def test_non_optimal_results_become_solver_failed_with_best(clean_registry):
 
 def test_describe_limits_is_generated_from_capabilities():
     frame = hierdp.solvers.describe_limits()
-    assert list(frame["solver"][:5]) == ["intopt", "projection", "costtable", "highs", "ortools"]
+    assert list(frame["solver"]) == hierdp.solvers.names()  # one row per registered plug-in, in order
+    assert {"intopt", "projection", "costtable", "highs", "ortools"} <= set(frame["solver"])
     row = frame.set_index("solver")
     for name in ("intopt", "projection", "highs", "ortools"):
         cap = hierdp.solvers.get(name).capabilities
