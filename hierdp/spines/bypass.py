@@ -103,8 +103,10 @@ def _choose(spine: Spine, lev: int, privacy: str, cond, *, multi_ok: bool, cutof
     units = np.arange(lp[lev], lp[lev + 1])
     g = spine.gamma_num
     nch = np.diff(ptr)[units]
-    kid_g = g[child]
-    kid_pos = np.add.reduceat(kid_g, ptr[units]) if units.size else np.zeros(0, np.int64)
+    kid_sum = np.zeros(spine.n, np.int64)  # exact sum of the children's numerators
+    has = spine.parent >= 0
+    np.add.at(kid_sum, spine.parent[has], g[has])
+    kid_pos = kid_sum[units]
     movable = (g[units] > 0) & (nch > 0) & (kid_pos > 0)
     single = movable & (nch == 1)
     chosen = single.copy()
