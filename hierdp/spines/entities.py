@@ -124,7 +124,7 @@ class Entities:
         codes = np.full((spine.n_blocks, len(categories)), -1, np.int64)
         for j, col in enumerate(categories):
             vals = frame[col]
-            inside = vals.notna().to_numpy()
+            inside = vals.notna().to_numpy().copy()
             if outside is not None:
                 inside &= (vals != outside).to_numpy()
             v = vals.to_numpy(dtype=object)[inside].astype(str)
