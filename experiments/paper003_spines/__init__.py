@@ -1,0 +1,1 @@
+"""Paper 003 (geographic spines): OSED, spine optimization, Census-style TopDown."""

@@ -1,0 +1,453 @@
+"""The Census-style TopDown over a geographic spine (paper 003 with the DAS's post-processing).
+
+**Measurement** (Theorems 1 and 3): every measured geounit u (γ_u > 0) answers every query group q
+of the :class:`~hierdp.mechanisms.census.strategy.QueryStrategy` with independent noise at budget
+``total · γ_u · α_q``: discrete Gaussian with σ² = Δ₂²/(2ρ γ α) (ρ-zCDP) or geometric with scale
+Δ₁/(ε γ α) (pure ε-DP), where Δ₂² = 2m² and Δ₁ = 2m for bounded neighbours (Lemma 4: a query group's
+columns each hold one 1). Scales are rounded in the safe direction. Unmeasured geounits (γ = 0,
+bypassed) get no noise at all. The whole release is ρ-zCDP (ε-DP) because γ summed along every
+root-to-block path is 1 (the spine's Theorem 3 check); the ledger records, per geolevel, the
+increase of the largest path sum reached so far, so it states exactly what has been spent at every
+moment (an aborted run never understates it).
+
+**Post-processing** (the DAS's two stages), geolevel by geolevel, per parent:
+
+1. weighted least squares (weights 1/variance) over the children's query answers, subject to
+   consistency with the parent in every cell and non-negativity (a convex QP);
+2. an integer rounder: L1 distance of all query answers to the continuous solution, over
+   floor + {0, 1} per cell, keeping consistency (a MIP).
+
+Both are :class:`~hierdp.models.Problem`\\ s (:mod:`.problems`) solved through the solver registry
+(``solver=`` for stage 1, ``rounder=`` for stage 2, default ``"highs"``: its batch planner solves one
+parent per model). Single-child parents are copied down; all-zero parents give all-zero children.
+The root is estimated the same way with its total fixed (bounded neighbours: the total is public).
+**Invariants**: ``invariant_levels`` (a prefix of geolevels, default the root) are published exactly;
+the release states every invariant beyond the root as an assumption.
+
+A solver failure inside a geolevel raises :class:`~hierdp.mechanisms.base.ReleaseAborted` naming the
+parent geounit(s), with the spends recorded so far; no partial release is returned.
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from typing import Any, Iterable
+
+import numpy as np
+
+from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted
+from hierdp.mechanisms.census.problems import LevelChunk, continuous_problem, rounding_problem
+from hierdp.mechanisms.census.strategy import QueryStrategy
+from hierdp.mechanisms.topdown.noise import NoiseModel, noise_model
+from hierdp.privacy.budget import Accountant, Budget
+from hierdp.privacy.calibration import exact
+from hierdp.privacy.unit import PrivacyUnit
+from hierdp.release import Accounting
+from hierdp.release.histogram import NodeHistogramRelease
+from hierdp.spines.core import Spine, SpineError
+
+__all__ = ["CensusTopDown", "SpineHistograms"]
+
+
+class SpineHistograms:
+    """Block-level histograms over a spine: the data of a Census-style TopDown.
+
+    Args:
+        spine: the (possibly optimized) :class:`~hierdp.spines.Spine`.
+        counts: ``(n_blocks, K)`` non-negative integer counts, rows in the spine's block order, or a
+            ``pandas.DataFrame`` indexed by block id with K columns (reordered to the spine).
+    """
+
+    def __init__(self, spine: Spine, counts: Any) -> None:
+        if not isinstance(spine, Spine):
+            raise MechanismParameterError("SpineHistograms needs a hierdp.spines.Spine")
+        if hasattr(counts, "reindex") and hasattr(counts, "columns"):
+            pos = spine.block_positions(counts.index, what="counts")
+            if np.unique(pos).size != pos.size or pos.size != spine.n_blocks:
+                raise SpineError("counts: the frame must list every block of the spine exactly once")
+            arr = np.empty((spine.n_blocks, counts.shape[1]), dtype=object)
+            arr[pos] = counts.to_numpy()
+            counts = arr
+        arr = np.asarray(counts)
+        if arr.ndim != 2 or arr.shape[0] != spine.n_blocks:
+            raise MechanismParameterError(f"counts must have shape (n_blocks={spine.n_blocks}, K), got {arr.shape}")
+        try:
+            f = arr.astype(float)
+        except (TypeError, ValueError):
+            raise MechanismParameterError("counts must be numbers") from None
+        bad = ~np.isfinite(f) | (f < 0) | (f != np.round(f))
+        if bad.any():
+            b, k = np.argwhere(bad)[0]
+            raise MechanismParameterError(f"counts: block {spine.block_names[b]!r}, cell {k} has {f[b, k]:g} "
+                                          "(counts must be non-negative integers)")
+        self.spine = spine
+        self.counts = f.astype(np.int64)
+
+    @property
+    def domain_source(self) -> str:
+        """The spine's: its geography is public input."""
+        return self.spine.domain_source
+
+    @property
+    def domain_assumption(self) -> str | None:
+        """The spine's domain assumption, if any."""
+        return self.spine.domain_assumption
+
+    @property
+    def n_cells(self) -> int:
+        """Number of histogram cells K."""
+        return int(self.counts.shape[1])
+
+    def geounit_histograms(self) -> np.ndarray:
+        """True ``(n_geounits, K)`` histograms (sums of their blocks)."""
+        s = self.spine
+        out = np.zeros((s.n, self.n_cells), np.int64)
+        out[s.blocks] = self.counts
+        ptr = s.level_ptr
+        for lev in range(s.block_level, 0, -1):
+            kids = np.arange(ptr[lev], ptr[lev + 1])
+            np.add.at(out, s.parent[kids], out[kids])
+        return out
+
+
+def _variance(noise: NoiseModel, param: float) -> float:
+    """Variance of one noise draw (the WLS weight is its inverse)."""
+    if noise.calculus == "pure":
+        q = np.exp(-1.0 / param)  # discrete Laplace with scale b: 2q / (1 - q)^2
+        return float(2.0 * q / (1.0 - q) ** 2)
+    return float(param)  # discrete Gaussian: below sigma^2 by < 3e-7 for sigma^2 >= 1 (paper fn. 6)
+
+
+class CensusTopDown(Mechanism):
+    """Census-style TopDown over a spine (see the module docstring).
+
+    Args:
+        epsilon, delta / rho / budget: the privacy spec (one of them).
+        strategy: the :class:`QueryStrategy` (default: total + detailed cells, equal shares).
+        noise: ``"discrete_gaussian"`` (ρ-zCDP, default) or ``"geometric"`` (pure ε-DP).
+        unit, bounded, contributions: the privacy unit (bounded neighbours, as the Census).
+        invariant_levels: geolevels (names or numbers, a prefix from the root) whose histograms'
+            totals are published exactly; default the root under bounded neighbours, none otherwise.
+        solver: registered solver of the continuous stage (default ``"highs"``).
+        rounder: registered solver of the integer rounder (default ``"highs"``).
+        rounding: the rounder's objective: ``"cells"`` (default; L1 over the cells: a
+            transportation problem, totally unimodular, fast) or ``"queries"`` (L1 over every query
+            answer, the DAS's objective; an exact MIP that HiGHS solves in seconds per parent).
+        solver_options: options passed to both (e.g. ``{"executor": pool}``).
+        time_limit: seconds per solver call (one chunk of parents).
+        chunk_parents: parents per posed Problem (bounded memory; each is solved parent by parent).
+        secure: OS randomness and exact samplers (real releases).
+    """
+
+    name = "CensusTopDown"
+    uses_solver = True
+
+    def __init__(self, epsilon: float | None = None, delta: float | None = None, *, rho: float | None = None,
+                 budget: Budget | None = None, strategy: QueryStrategy | None = None,
+                 noise: str | NoiseModel = "discrete_gaussian", unit: PrivacyUnit | None = None, bounded: bool = True,
+                 contributions: int = 1, distinct: bool = False, secure: bool = False, conversion: str = "analytic",
+                 invariant_levels: Iterable[str | int] | None = None, solver: Any = "highs", rounder: Any = "highs",
+                 solver_options: dict[str, Any] | None = None, time_limit: float | None = None,
+                 chunk_parents: int = 200, rounding: str = "cells") -> None:
+        if rounding not in ("cells", "queries"):
+            raise MechanismParameterError(f"rounding must be 'cells' or 'queries', got {rounding!r}")
+        self.rounding = rounding
+        self.noise = noise_model(noise)
+        self.resolve_privacy(epsilon, delta, rho, budget, unit=unit, bounded=bounded, contributions=contributions,
+                             distinct=distinct, conversion=conversion, calculus=self.noise.calculus, secure=secure)
+        if strategy is not None and not isinstance(strategy, QueryStrategy):
+            raise MechanismParameterError("strategy must be a hierdp.mechanisms.census.QueryStrategy")
+        self.strategy = strategy
+        self.invariant_levels = None if invariant_levels is None else list(invariant_levels)
+        if not self.unit.bounded and self.invariant_levels:
+            raise MechanismParameterError("invariant_levels: with unbounded neighbours no total is public")
+        from hierdp.solvers import registry
+
+        for what, s in (("solver", solver), ("rounder", rounder)):
+            if isinstance(s, str):
+                try:
+                    registry.get(s)
+                except KeyError as exc:
+                    raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
+        self.solver, self.rounder = solver, rounder
+        self.solver_options = dict(solver_options or {})
+        self.time_limit = time_limit
+        if isinstance(chunk_parents, bool) or int(chunk_parents) < 1:
+            raise MechanismParameterError(f"chunk_parents must be a positive integer, got {chunk_parents!r}")
+        self.chunk_parents = int(chunk_parents)
+
+    @property
+    def _culprit(self) -> str:
+        s = self.spec
+        if s.epsilon_target is not None:
+            return f"epsilon={s.epsilon_target!r}"
+        return ", ".join(f"{k}={v!r}" for k, v in s.budget.parameters.items())
+
+    @property
+    def solver_name(self) -> str:
+        """``"<continuous solver>+<rounder>"``."""
+        name = lambda s: s if isinstance(s, str) else getattr(s, "name", str(s))  # noqa: E731
+        return f"{name(self.solver)}+{name(self.rounder)}"
+
+    def params(self) -> dict[str, Any]:
+        p = super().params()
+        p.update({"noise": self.noise.name, "solver": self.solver_name, "invariant_levels": self.invariant_levels,
+                  "rounding": self.rounding,
+                  "strategy": None if self.strategy is None else dict(self.strategy.groups)})
+        return p
+
+    # ------------------------------------------------------------------ run
+    def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
+                accountant: Accountant | None = None, progress: bool = False) -> NodeHistogramRelease:
+        """Run on ``data`` (a :class:`SpineHistograms`).
+
+        Raises:
+            ObservedDomainError: the spine's geography was not declared public.
+            BudgetExceeded: the accountant cannot pay; nothing is spent.
+            ReleaseAborted: a solver failed inside a geolevel (the parent is named; spends attached).
+        """
+        spine, counts = getattr(data, "spine", None), getattr(data, "counts", None)
+        if not isinstance(spine, Spine) or counts is None:
+            raise MechanismParameterError("CensusTopDown releases a SpineHistograms (a spine with block histograms)")
+        spine.check_path_sums()  # Theorem 3, exactly, before any noise
+        K = int(counts.shape[1])
+        strategy = self.strategy or QueryStrategy((K,), {"total": (), "detailed": (0,)}, {"total": Fraction(1, 2),
+                                                                                           "detailed": Fraction(1, 2)})
+        if strategy.n_cells != K:
+            raise MechanismParameterError(f"strategy has {strategy.n_cells} cells; the data has {K}")
+        inv_levels = self._invariant_levels(spine)
+        hist = data.geounit_histograms()
+        groups = list(strategy.groups)
+        det = strategy.detailed
+        mats = {g: strategy.group_matrix(g) for g in groups}
+        total = exact(self.spec.budget, "budget")
+        sens = self.noise.sensitivity(self.unit, finest=False)
+        # every noise scale now, before any noise: one per (geounit proportion, group share)
+        params: dict[tuple[int, str], float] = {}
+        for gnum in np.unique(spine.gamma_num[spine.measured]):
+            for g in groups:
+                amount = total * Fraction(int(gnum), spine.gamma_den) * strategy.shares[g]
+                params[(int(gnum), g)] = self.noise.calibrate(amount, sens, culprit=self._culprit)
+        parts = self._level_parts(spine)
+        assumptions_extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, "
+                             "outside the differential privacy guarantee)" for lv in inv_levels if lv > 0]
+        ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
+        est = np.zeros_like(hist)
+        timings: dict[str, float] = {}
+        per_level: list[dict[str, Any]] = []
+        n_measured = 0
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=spine.n_levels, desc=self.name, unit="geolevel")
+        ptr = spine.level_ptr
+        try:
+            for lev in range(spine.n_levels):
+                t0 = time.perf_counter()
+                idx = np.arange(ptr[lev], ptr[lev + 1])
+                meas = idx[spine.measured[idx]]
+                part = parts[lev]
+                self._spend(ctx, spine, lev, part, meas, params, sens, per_level)
+                noisy = self._measure(hist, meas, spine, groups, mats, params, ctx.rng)
+                n_measured += meas.size
+                t1 = time.perf_counter()
+                try:
+                    if lev == 0:
+                        est[0] = self._root(hist, noisy, det, groups, mats, 0 in inv_levels)
+                    else:
+                        self._level(spine, lev, est, hist, noisy, det, groups, mats, lev in inv_levels)
+                except _ParentFailed as failed:
+                    raise self._aborted(ctx, spine, lev, failed) from failed.cause
+                timings[f"{spine.level_names[lev]}_noise"] = t1 - t0
+                timings[f"{spine.level_names[lev]}_solve"] = time.perf_counter() - t1
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        acc = Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.spec.delta,
+                         spends=tuple(ctx.spends), assumptions=tuple(ctx.assumptions) + tuple(assumptions_extra),
+                         conversion=self.spec.conversion if self.spec.epsilon_target is not None else None,
+                         epsilon_target=self.spec.epsilon_target,
+                         details={"per_level": per_level, "noise": self.noise.name, "measured_geounits": n_measured,
+                                  "strategy": {g: str(strategy.shares[g]) for g in groups},
+                                  "ledger": ctx.ledger.summary(self.spec.delta)})
+        return NodeHistogramRelease(
+            names=spine.names, parent=spine.parent, level=spine.level, level_names=list(spine.level_names),
+            cells=strategy.cell_labels(), values=est, accounting=acc, mechanism=self.name, solver=self.solver_name,
+            params={**self.params(), "randomness": ctx.randomness}, timings=timings,
+            level_totals=int(hist[0].sum()) if 0 in inv_levels else None)
+
+    # ------------------------------------------------------------------ pieces
+    def _invariant_levels(self, spine: Spine) -> list[int]:
+        levels = self.invariant_levels
+        if levels is None:
+            return [0] if self.unit.bounded else []
+        try:
+            idx = sorted({spine.level_index(lv) for lv in levels})
+        except SpineError as exc:
+            raise MechanismParameterError(f"invariant_levels: {exc}") from None
+        if idx != list(range(len(idx))):
+            raise MechanismParameterError(f"invariant_levels must be a prefix of the geolevels from the root, got "
+                                          f"{[spine.level_names[i] for i in idx]}")
+        if self.unit.bounded and 0 not in idx:
+            raise MechanismParameterError("invariant_levels: under bounded neighbours the root total is public; "
+                                          "include the root")
+        return idx
+
+    @staticmethod
+    def _level_parts(spine: Spine) -> list[Fraction]:
+        """Per geolevel, the increase of the largest root-to-geounit path sum (exact fractions)."""
+        acc = spine.gamma_num.copy()
+        ptr = spine.level_ptr
+        out, prev = [], 0
+        for lev in range(spine.n_levels):
+            idx = np.arange(ptr[lev], ptr[lev + 1])
+            if lev:
+                acc[idx] += acc[spine.parent[idx]]
+            cur = int(acc[idx].max())
+            out.append(Fraction(cur - prev, spine.gamma_den))
+            prev = cur
+        return out
+
+    def _spend(self, ctx: Any, spine: Spine, lev: int, part: Fraction, meas: np.ndarray,
+               params: dict[tuple[int, str], float], sens: int, per_level: list[dict[str, Any]]) -> None:
+        amount = self.spec.budget._scaled(part) if part > 0 else Budget._zero(self.spec.budget.calculus)
+        name = spine.level_names[lev]
+        used = sorted({p for (g, _), p in params.items() if g in set(spine.gamma_num[meas].tolist())})
+        details = {"noise": self.noise.name, "measured_geounits": int(meas.size),
+                   self.noise.sensitivity_name: self.noise.sensitivity_value(sens), "path_share": str(part)}
+        if used:
+            details[f"{self.noise.parameter_name}_min"] = used[0]
+            details[f"{self.noise.parameter_name}_max"] = used[-1]
+        ctx.spend(amount, f"geolevel {lev} ({name})", **details)
+        key = "rho" if self.noise.calculus == "zcdp" else "epsilon"
+        per_level.append({"level": lev, "name": name, key: float(next(iter(amount.parameters.values()))),
+                          "spend": f"{key}={float(next(iter(amount.parameters.values()))):.6g} "
+                                   f"({meas.size} measured geounit(s), path share {part})"})
+
+    def _measure(self, hist: np.ndarray, meas: np.ndarray, spine: Spine, groups: list[str],
+                 mats: dict[str, np.ndarray], params: dict[tuple[int, str], float], rng: Any
+                 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Noisy answers of the measured geounits: group -> (geounits, answers, weights)."""
+        out = {}
+        gnum = spine.gamma_num[meas]
+        for g in groups:
+            Q = mats[g]
+            true = hist[meas] @ Q.T.astype(np.int64)
+            p = np.array([params[(int(x), g)] for x in gnum]) if meas.size else np.zeros(0)
+            if meas.size:
+                draw = self.noise.draw(np.repeat(p, Q.shape[0]), true.size, rng).reshape(true.shape)
+            else:
+                draw = np.zeros_like(true)
+            w = np.array([1.0 / _variance(self.noise, float(x)) for x in p])
+            out[g] = (meas, (true + draw).astype(float), w)
+        return out
+
+    def _chunk(self, parent_values: np.ndarray, child_parent: np.ndarray, children: np.ndarray,
+               noisy: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], det: str | None, groups: list[str],
+               mats: dict[str, np.ndarray], totals: np.ndarray | None, n_total: int,
+               cell_map: np.ndarray | None = None) -> LevelChunk:
+        C, K = children.size, next(iter(mats.values())).shape[1]
+        where = np.full(n_total, -1, np.int64)
+        targets = np.full((C, K), np.nan)
+        tw = np.zeros(C)
+        qm, qa, qw = [], [], []
+        for g in groups:
+            nodes, ans, w = noisy[g]
+            where[:] = -1
+            where[nodes] = np.arange(nodes.size)
+            pos = where[children]
+            has = pos >= 0
+            if g == det:
+                targets[has] = ans[pos[has]]
+                tw[has] = w[pos[has]]
+                continue
+            a = np.full((C, mats[g].shape[0]), np.nan)
+            a[has] = ans[pos[has]]
+            ww = np.zeros(C)
+            ww[has] = w[pos[has]]
+            qm.append(mats[g])
+            qa.append(a)
+            qw.append(ww)
+        return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map)
+
+    def _solve_chunk(self, chunk: LevelChunk, parent_ids: np.ndarray) -> np.ndarray:
+        """Both stages on one chunk; returns the ``(C, K)`` integer histograms."""
+        from hierdp.models.problem import ProblemError
+        from hierdp.solvers import solve
+        from hierdp.solvers.base import SolverError
+
+        P, C, K = chunk.shape
+        npn = chunk.n_parent_nodes
+        kp = chunk.parent_values.shape[1]
+        for stage, build, solver in (("continuous", continuous_problem, self.solver),
+                                     ("rounding", None, self.rounder)):
+            try:
+                problem = build(chunk) if build is not None else \
+                    rounding_problem(chunk, xhat, queries=self.rounding == "queries")
+                sol = solve(problem, solver, time_limit=self.time_limit, **self.solver_options)
+            except (SolverError, ProblemError) as exc:
+                groups = getattr(exc, "groups", None)
+                failing = parent_ids
+                if groups is not None and len(groups) and "problem" in locals():
+                    anchors = problem.group_anchors()[np.asarray(groups, np.int64)]
+                    failing = parent_ids[np.unique(anchors[anchors < npn] // kp)]
+                raise _ParentFailed(exc, failing, stage) from exc
+            vals = np.asarray(sol.values, dtype=float)[npn:].reshape(C, K)
+            if stage == "continuous":
+                xhat = vals
+        return np.rint(vals).astype(np.int64)
+
+    def _root(self, hist: np.ndarray, noisy: dict, det: str | None, groups: list[str], mats: dict,
+              invariant: bool) -> np.ndarray:
+        K = hist.shape[1]
+        if not invariant:
+            # no public total: the root's cells sum to nothing fixed; pose it under a free parent
+            # cell that is the sum of all cells (no target), which is the same problem
+            raise MechanismParameterError("the Census-style TopDown needs the root total invariant (bounded "
+                                          "neighbours); unbounded releases are not supported")
+        # the root's K cells all sum to the one public total: every cell's parent is that total
+        chunk = self._chunk(np.array([[hist[0].sum()]]), np.array([0]), np.array([0]), noisy, det, groups, mats,
+                            None, hist.shape[0], cell_map=np.zeros(K, np.int64))
+        return self._solve_chunk(chunk, np.array([0]))[0]
+
+    def _level(self, spine: Spine, lev: int, est: np.ndarray, hist: np.ndarray, noisy: dict, det: str | None,
+               groups: list[str], mats: dict, invariant: bool) -> None:
+        ptr, child = spine.children_csr()
+        lp = spine.level_ptr
+        parents = np.arange(lp[lev - 1], lp[lev])
+        nch = np.diff(ptr)[parents]
+        single = parents[nch == 1]
+        est[child[ptr[single]]] = est[single]
+        multi = parents[nch > 1]
+        multi = multi[est[multi].sum(1) > 0]  # children of an all-zero parent stay 0 (est starts at 0)
+        for s in range(0, multi.size, self.chunk_parents):
+            ps = multi[s:s + self.chunk_parents]
+            counts = np.diff(ptr)[ps]
+            kids = child[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in ps])]
+            if not spine.measured[kids].all():
+                u = kids[~spine.measured[kids]][0]
+                raise SpineError(f"geounit {spine.names[u]!r} is unmeasured but has siblings")
+            local = np.repeat(np.arange(ps.size), counts)
+            totals = hist[kids].sum(1) if invariant else None
+            chunk = self._chunk(est[ps], local, kids, noisy, det, groups, mats, totals, spine.n)
+            est[kids] = self._solve_chunk(chunk, ps)
+
+    def _aborted(self, ctx: Any, spine: Spine, lev: int, failed: "_ParentFailed") -> ReleaseAborted:
+        shown = [str(spine.names[p]) for p in failed.parents[:5]]
+        more = f" and {len(failed.parents) - 5} more" if len(failed.parents) > 5 else ""
+        msg = (f"{self.name} aborted at geolevel {lev} ({spine.level_names[lev]}), {failed.stage} stage, parent "
+               f"{', '.join(shown)}{more}: {type(failed.cause).__name__}: {failed.cause}. Spent so far: {ctx.spent} of "
+               f"{self.spec.budget} (recorded in the ledger); no release is returned")
+        return ReleaseAborted(msg, partial=None, spends=tuple(ctx.spends), spent=ctx.spent, accountant=ctx.ledger,
+                              external_accountant=ctx.external, level=lev, level_name=spine.level_names[lev],
+                              parents=np.asarray(spine.names[failed.parents], dtype=object), cause=failed.cause)
+
+
+class _ParentFailed(Exception):
+    def __init__(self, cause: BaseException, parents: np.ndarray, stage: str) -> None:
+        super().__init__(str(cause))
+        self.cause, self.parents, self.stage = cause, np.asarray(parents, np.int64), stage
