@@ -11,11 +11,23 @@ from hierdp.solvers.base import (
     Solver,
     SolverError,
     SolverFailed,
+    Status,
     UnsupportedProblem,
 )
-from hierdp.solvers.registry import available, choose, get, names, register, solve, solve_groups
+from hierdp.solvers.registry import (
+    available,
+    choose,
+    describe_limits,
+    get,
+    names,
+    register,
+    solve,
+    solve_groups,
+    unsupported_groups,
+)
 
 __all__ = [
-    "Capabilities", "GroupSolution", "Solution", "Solver", "SolverError", "SolverFailed", "UnsupportedProblem",
-    "available", "choose", "get", "names", "register", "solve", "solve_groups",
+    "Capabilities", "GroupSolution", "Solution", "Solver", "SolverError", "SolverFailed", "Status",
+    "UnsupportedProblem", "available", "choose", "describe_limits", "get", "names", "register", "solve",
+    "solve_groups", "unsupported_groups",
 ]

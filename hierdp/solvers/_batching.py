@@ -1,26 +1,67 @@
-"""Run a general solver's independent batches serially or on an executor, with progress.
+"""Plan and run a general solver's independent batches, serially or on an executor, with progress.
 
 The general solvers (``highs``, ``ortools``) split a problem into batches of independent groups
-(HiGHS and CP-SAT do not exploit block structure, so moderate batches beat one huge model). The
-batches can be mapped over any :class:`concurrent.futures.Executor`: a ``ProcessPoolExecutor``
-on one machine, or a Dask cluster through ``distributed.Client(...).get_executor()`` for users
-who outgrow one. Work is sent in chunks of batches so the problem is pickled a few times per
-worker, not once per batch.
+(HiGHS and CP-SAT do not exploit block structure, so moderate batches beat one huge model):
+:func:`plan_batches` packs whole coupled components (groups linked by a user row or a query term)
+into batches of about ``size`` groups. The batches can be mapped over any
+:class:`concurrent.futures.Executor`: a ``ProcessPoolExecutor`` on one machine, or a Dask cluster
+through ``distributed.Client(...).get_executor()`` for users who outgrow one. Work is sent in
+chunks of batches so the problem is pickled a few times per worker, not once per batch.
 """
 
 from __future__ import annotations
 
 import math
 from concurrent.futures import Executor, as_completed
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from hierdp.models.arrays import plan_batches
 from hierdp.models.problem import Problem
+from hierdp.solvers.base import Status
 
-#: ``chunk_fn(problem, batches) -> (status, [(node indices, values), ...], message)``: solves the
-#: batches in order, stopping at the first that is not optimal.
-ChunkFn = Callable[[Problem, Sequence[Any]], "tuple[str, list[tuple[np.ndarray, np.ndarray]], str]"]
+__all__ = ["BatchOutcome", "ChunkResult", "plan_batches", "run_batches"]
+
+
+@dataclass
+class ChunkResult:
+    """What a chunk function returns: the parts solved, and how the first failure looked.
+
+    Attributes:
+        status: :attr:`Status.OPTIMAL` when every batch of the chunk was, else the failing status.
+        parts: ``(node indices, values)`` of every optimal batch.
+        message: details of the failure (the constraint or node, when the back end says).
+        failed: group ids of the failing batch (None when every batch was optimal).
+        incumbent: ``(node indices, values)`` of a feasible point of the failing batch, if any.
+        bounds: proven lower bounds of the batches' objectives, in order (None where unknown).
+    """
+
+    status: Status = Status.OPTIMAL
+    parts: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    message: str = ""
+    failed: np.ndarray | None = None
+    incumbent: tuple[np.ndarray, np.ndarray] | None = None
+    bounds: list[float | None] = field(default_factory=list)
+
+
+@dataclass
+class BatchOutcome:
+    """Every chunk merged: parts of the optimal batches, the first failure, batches not run."""
+
+    status: Status
+    parts: list[tuple[np.ndarray, np.ndarray]]
+    message: str
+    failed: np.ndarray | None
+    incumbent: tuple[np.ndarray, np.ndarray] | None
+    bounds: list[float | None]
+    complete: bool  # every batch was attempted (so parts + incumbent may cover every group)
+
+
+#: ``chunk_fn(problem, batches) -> ChunkResult``: solves the batches in order, stopping at the
+#: first that is not optimal.
+ChunkFn = Callable[[Problem, Sequence[Any]], ChunkResult]
 
 
 def run_batches(
@@ -31,12 +72,8 @@ def run_batches(
     executor: Executor | None = None,
     progress: bool = False,
     desc: str = "batches",
-) -> tuple[str, list[tuple[np.ndarray, np.ndarray]], str]:
-    """Solve every batch; return ``(status, parts, message)``.
-
-    ``status`` is ``"optimal"`` when every batch was, else the first failing status (remaining
-    work is cancelled); ``parts`` are the ``(nodes, values)`` of the batches solved.
-    """
+) -> BatchOutcome:
+    """Solve every batch; stop at the first failure (remaining work is cancelled)."""
     from tqdm.auto import tqdm
 
     n = len(batches)
@@ -47,24 +84,35 @@ def run_batches(
         size = max(1, math.ceil(n / (4 * workers)))  # ~4 chunks per worker: balance vs pickling
         chunks = [list(batches[i:i + size]) for i in range(0, n, size)]
     parts: list[tuple[np.ndarray, np.ndarray]] = []
+    bounds: list[float | None] = []
+    done = 0
+
+    def failure(res: ChunkResult) -> BatchOutcome:
+        return BatchOutcome(Status.coerce(res.status), parts, res.message, res.failed, res.incumbent, bounds,
+                            complete=done == n)
+
     with tqdm(total=n, desc=desc, unit="batch", disable=not progress, leave=False) as bar:
         if executor is None:
             for chunk in chunks:
-                status, got, message = chunk_fn(problem, chunk)
-                parts.extend(got)
+                res = chunk_fn(problem, chunk)
+                parts.extend(res.parts)
+                bounds.extend(res.bounds)
+                done += len(chunk)
                 bar.update(len(chunk))
-                if status != "optimal":
-                    return status, parts, message
-            return "optimal", parts, ""
+                if res.status != Status.OPTIMAL:
+                    return failure(res)
+            return BatchOutcome(Status.OPTIMAL, parts, "", None, None, bounds, complete=True)
         futures = {executor.submit(chunk_fn, problem, chunk): len(chunk) for chunk in chunks}
         try:
             for fut in as_completed(futures):
-                status, got, message = fut.result()
-                parts.extend(got)
+                res = fut.result()
+                parts.extend(res.parts)
+                bounds.extend(res.bounds)
+                done += futures[fut]
                 bar.update(futures[fut])
-                if status != "optimal":
-                    return status, parts, message
+                if res.status != Status.OPTIMAL:
+                    return failure(res)
         finally:
             for fut in futures:
                 fut.cancel()
-    return "optimal", parts, ""
+    return BatchOutcome(Status.OPTIMAL, parts, "", None, None, bounds, complete=True)

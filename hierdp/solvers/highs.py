@@ -1,249 +1,463 @@
 """The ``highs`` plug-in: HiGHS (LP, MIP, convex QP) through highspy matrices or through Pyomo.
 
-Two paths, same model (:mod:`hierdp.models.pyomo_model`):
+Two paths, same model (:mod:`hierdp.models.arrays`):
 
 * ``direct`` (default when the problem has no Pyomo hooks): the arrays of
-  :func:`~hierdp.models.pyomo_model.model_arrays` become sparse matrices passed to ONE reused
-  ``highspy.Highs`` object, batch after batch. No Pyomo expression is ever built.
+  :func:`~hierdp.models.arrays.model_arrays` become sparse matrices passed to ONE reused
+  ``highspy.Highs`` object per thread, batch after batch. No Pyomo expression is ever built.
 * ``pyomo`` (whenever the problem has Pyomo hooks, or ``path="pyomo"``): the indexed Pyomo model of
-  :func:`~hierdp.models.pyomo_model.build_pyomo_model` solved by ``pyomo.contrib.solver``'s
-  ``highs`` (the newer interface, which accepts quadratic objectives). With hooks the whole
-  problem is one model, since a hook may touch any node.
+  :func:`~hierdp.models.pyomo.build_pyomo_model` solved by ``pyomo.contrib.solver``'s ``highs``
+  (the newer interface, which accepts quadratic objectives). With hooks the whole problem is one
+  model, since a hook may touch any node.
 
 Batching: HiGHS does not exploit block-diagonal structure, so a huge batched MIP grows
-superlinearly. Independent components (groups not coupled by a user linear constraint) are solved
+superlinearly. Independent components (groups not coupled by a user row or query term) are solved
 in batches of ``batch_size`` groups (MIP/LP) or ``qp_batch_size`` groups (QP: the wheel's
-active-set QP solver fails on large QPs). Defaults come from measurement on integer linf groups.
-Batches may be mapped over an executor (:mod:`hierdp.solvers._batching`).
+active-set QP solver fails on large QPs). Batches may be mapped over an executor
+(:mod:`hierdp.solvers._batching`).
 
-Exactness: ``mip_rel_gap = 0`` and ``qp_regularization_value = 0`` by default; anything but a
-proven optimum of every batch returns a non-optimal status (the registry raises SolverFailed).
-Integer L2 is a MIP over the exact piecewise-linear epigraph, restricted to the proven window
-around the continuous optimum (solved first as a QP on the same batch).
+Exactness:
+
+* ``mip_rel_gap = 0`` and ``qp_regularization_value = 0``; anything but a proven optimum of every
+  batch is a non-optimal :class:`~hierdp.solvers.base.Status` (the registry raises
+  :class:`~hierdp.solvers.base.SolverFailed`, with the best feasible point when HiGHS has one).
+* Recentring: every model is expressed in ``y - z`` for a consistent integer point ``z``
+  (:func:`~hierdp.models.arrays.consistent_point`), so HiGHS sees small numbers whatever the counts:
+  at counts near 2^40 HiGHS otherwise ignores its own time limit (measured: no answer after 100 s
+  with a limit of 20 s) and at ~1e12 reports ``kUnknown`` on LPs. Models with Pyomo hooks are not
+  recentred (hooks are written in the original variables), so their magnitude is limited.
+* MIP presolve: HiGHS 1.14's MIP presolve returns sub-optimal points as "optimal" on some small
+  models (found by our property tests; upstream ERGO-Code/HiGHS #3043, #3073, #3094), and highspy
+  is pinned to 1.14 (OR-Tools clash). So MIP presolve is off, except on integer L∞ TopDown level
+  batches, where presolve is much faster and every answer is checked by an independent
+  certificate (:mod:`hierdp.solvers._verify`: no integer point in the strict box below the
+  optimum); a batch that fails the certificate is solved again with presolve off.
+* Integer L2 is a MIP over the exact piecewise-linear epigraph, restricted to the proven window
+  around the continuous optimum (solved first as a QP on the same batch).
+* ``time_limit`` is per call: HiGHS compares its limit with the run time accumulated by a reused
+  ``Highs`` object, so every run sets ``time_limit = run time so far + time left``.
+* An infeasible batch is explained by HiGHS's IIS (the consistency rows, user rows and node
+  bounds involved), when HiGHS finds one.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from hierdp.models.problem import Problem
-from hierdp.models.pyomo_model import (
+from hierdp.models.arrays import (
+    MAX_PWL_PIECES,
     ModelArrays,
     ModelInfeasible,
     ModelTooLarge,
     anchor_values,
-    batch_components,
-    build_pyomo_model,
+    consistent_point,
     model_arrays,
+    plan_batches,
     pwl_rows,
-    values_from_model,
+    query_ranges,
 )
-from hierdp.solvers._batching import run_batches
-from hierdp.solvers.base import Capabilities, Solution, Solver, UnsupportedProblem, finish
+from hierdp.models.problem import Problem
+from hierdp.solvers import _verify
+from hierdp.solvers._batching import ChunkResult, run_batches
+from hierdp.solvers.base import Capabilities, Solution, Solver, Status, UnsupportedProblem, finish
 
 #: groups per MIP batch. Measured on 2,000 integer linf groups (b in [2, 10], real targets, 2 cores,
-#: presolve off): batch 5: 10.5 s, 20: 9.3 s, 50: 11.4 s, 100: 15.3 s; with presolve on: 20: 12.8 s,
-#: 200: 21.2 s, 500: > 240 s (branch and bound closes the gaps of all groups of a batch at once, so
-#: the tree grows with the batch).
+#: presolve off): batch 5: 10.5 s, 20: 9.3 s, 50: 11.4 s, 100: 15.3 s (branch and bound closes the
+#: gaps of all groups of a batch at once, so the tree grows with the batch).
 DEFAULT_BATCH_SIZE = 20
 #: groups per LP batch (LPs scale well: 2,000 linf groups in one LP take 0.2 s)
 DEFAULT_LP_BATCH_SIZE = 5000
-#: groups per continuous QP batch. Measured on 2,000 l2 groups: 10-25: 0.2 s, 50: 0.4 s, 100: 1.7 s,
-#: 200: 6.9 s, 1,000: fails after 180 s (the wheel's active-set QP solver breaks on large QPs).
+#: groups per continuous QP batch (the wheel's active-set QP solver breaks on large QPs)
 DEFAULT_QP_BATCH_SIZE = 25
+#: largest magnitude accepted: integers stay exact in float64 (values are rebuilt as z + d)
+MAX_MAGNITUDE = 2.0 ** 52
+#: largest magnitude of a model that cannot be recentred (Pyomo hooks): HiGHS's absolute
+#: tolerances (1e-6 integrality, 1e-7 feasibility) must still resolve units
+MAX_MAGNITUDE_UNSHIFTED = 1e7
+#: seconds past ``time_limit`` before a hard-limited worker is killed (HiGHS normally stops by
+#: itself; this only bounds the phases where it does not look at the clock)
+HARD_LIMIT_GRACE = 0.5
 
-_OPTIONS = {"path", "batch_size", "qp_batch_size", "mip_rel_gap", "qp_regularization_value", "threads", "presolve",
-            "executor", "progress"}
 
+@dataclass(frozen=True)
+class HighsOptions:
+    """Options of ``solve(problem, solver="highs", ...)``.
 
-class HighsSolver(Solver):
-    """HiGHS through direct highspy matrices (default) or Pyomo (hooks, ``path="pyomo"``).
-
-    Options of ``solve(problem, solver="highs", ...)``:
-        time_limit: seconds for the whole problem (all batches).
+    Attributes:
         path: ``"direct"`` or ``"pyomo"`` (default: pyomo iff the problem has hooks).
         batch_size: groups per MIP/LP batch (default 20 for MIPs, 5000 for LPs; integer L2 solves
-            its relaxation QP and its MIP on the same batches); qp_batch_size: groups per
-            continuous QP batch (default 25).
-        mip_rel_gap: default 0 (proven optimum). qp_regularization_value: default 0.
-        presolve: HiGHS presolve for MIPs, default ``"off"`` (HiGHS 1.14 MIP presolve bugs, see
-            ``_solve``); LPs and QPs always use HiGHS's default.
+            its relaxation QP and its MIP on the same batches).
+        qp_batch_size: groups per continuous QP batch (default 25).
+        mip_rel_gap: default 0 (proven optimum).
+        qp_regularization_value: default 0.
+        presolve: HiGHS MIP presolve (``"on"``, ``"off"``, ``"choose"``); default: ``"on"`` for
+            certified integer L∞ level batches, ``"off"`` for other MIPs (see module docstring).
+            LPs and QPs always use HiGHS's default.
+        recentre: express models in ``y - z`` (default True when the problem has no hooks).
         threads: HiGHS threads (default HiGHS's choice).
         executor: a :class:`concurrent.futures.Executor` (e.g. ``ProcessPoolExecutor(2)``, or a
             Dask cluster's ``client.get_executor()``) over which batches are mapped; Pyomo hooks
             must then be picklable (module-level functions).
         progress: show a progress bar over batches.
+        hard_time_limit: with a ``time_limit``, solve in a worker process that is killed at
+            ``time_limit + HARD_LIMIT_GRACE`` if HiGHS has not stopped by then (default True;
+            needs a picklable problem, i.e. module-level hook functions, and no executor: else
+            HiGHS's own limit applies, which some phases overrun).
+    """
+
+    path: str | None = None
+    batch_size: int | None = None
+    qp_batch_size: int | None = None
+    mip_rel_gap: float = 0.0
+    qp_regularization_value: float = 0.0
+    presolve: str | None = None
+    recentre: bool | None = None
+    threads: int | None = None
+    executor: Any = None
+    progress: bool = False
+    hard_time_limit: bool = True
+
+    def __post_init__(self) -> None:
+        if self.path not in (None, "direct", "pyomo"):
+            raise ValueError(f"highs: path must be 'direct' or 'pyomo', got {self.path!r}")
+        for name in ("batch_size", "qp_batch_size"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, (int, np.integer)) or v < 1):
+                raise ValueError(f"highs: {name} must be a positive integer, got {v!r}")
+        if self.presolve not in (None, "on", "off", "choose"):
+            raise ValueError(f"highs: presolve must be 'on', 'off' or 'choose', got {self.presolve!r}")
+        if not (0 <= float(self.mip_rel_gap) < 1):
+            raise ValueError(f"highs: mip_rel_gap must be in [0, 1), got {self.mip_rel_gap!r}")
+
+
+class HighsSolver(Solver):
+    """HiGHS through direct highspy matrices (default) or Pyomo (hooks, ``path="pyomo"``).
+
+    ``time_limit`` (seconds) bounds the whole call; options: :class:`HighsOptions`.
     """
 
     name = "highs"
+    Options = HighsOptions
     capabilities = Capabilities(
         objectives=frozenset({"l2", "l1", "linf"}),
         integer=True,
         continuous=True,
         structures=frozenset({"level", "tree"}),
-        weights=True,
-        bounds=True,
-        linear_constraints=True,
-        pyomo_hooks=True,
-        free_sign=True,
-        description="HiGHS LP/MIP/QP via highspy matrices or Pyomo (batched; integer L2 as exact PWL MIP)",
+        features=frozenset({"weights", "bounds", "linear_constraints", "cumulative", "query_terms", "pyomo_hooks",
+                            "free_sign", "missing_targets"}),
+        limits={"max_magnitude": MAX_MAGNITUDE, "max_magnitude_with_hooks": MAX_MAGNITUDE_UNSHIFTED,
+                "integer_l2_pwl_rows": MAX_PWL_PIECES, "time_limit": "honoured (per call)",
+                "tolerance": "exact for integers; 1e-7 feasibility for continuous"},
+        description="HiGHS LP/MIP/QP via highspy matrices or Pyomo (batched, recentred; integer L2 as exact PWL MIP)",
     )
 
     requires = ("highspy",)
 
-    def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise TypeError(f"highs: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
-        path = options.get("path") or ("pyomo" if problem.pyomo_hooks else "direct")
-        if path not in ("direct", "pyomo"):
-            raise ValueError(f"highs: path must be 'direct' or 'pyomo', got {path!r}")
+    def extra_checks(self, problem: Problem) -> list[str]:
+        """Refusals the capability sets cannot express (each would otherwise stop ``solve`` late)."""
+        why: list[str] = []
+        if problem.pyomo_hooks and problem.magnitude() >= MAX_MAGNITUDE_UNSHIFTED:
+            why.append(f"magnitude {problem.magnitude():.4g} with Pyomo hooks: hooked models are not recentred "
+                       f"and HiGHS's absolute tolerances do not resolve units beyond {MAX_MAGNITUDE_UNSHIFTED:g}")
+        if problem.objective == "l2" and problem.integer:
+            why.extend(_integer_l2_refusals(problem))
+        return why
+
+    def solve_problem(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
+        """Solve a supported problem; see the module docstring for the guarantees.
+
+        With ``time_limit`` the call returns within ``time_limit + HARD_LIMIT_GRACE`` seconds plus
+        the pickling of the problem, plus, on a thread's first time-limited call, the start of the
+        worker process (an interpreter and the solver imports, about a second); unless
+        ``hard_time_limit=False``.
+        """
+        opts: HighsOptions = self.parse_options(options)
+        if time_limit is not None and opts.hard_time_limit and opts.executor is None and _picklable(problem):
+            return _solve_with_deadline(self, problem, float(time_limit), options)
+        return self._solve_here(problem, time_limit, opts)
+
+    def _solve_here(self, problem: Problem, time_limit: float | None, opts: HighsOptions) -> Solution:
+        """The solve itself, in this process."""
+        path = opts.path or ("pyomo" if problem.pyomo_hooks else "direct")
         if problem.pyomo_hooks and path != "pyomo":
             raise UnsupportedProblem("highs: the direct path cannot run Pyomo hooks; use path='pyomo'")
         default_batch = DEFAULT_BATCH_SIZE if problem.integer else DEFAULT_LP_BATCH_SIZE
-        batch_size = int(options.get("batch_size") or default_batch)
-        qp_batch_size = int(options.get("qp_batch_size") or DEFAULT_QP_BATCH_SIZE)
-        if batch_size < 1 or qp_batch_size < 1:
-            raise ValueError("highs: batch sizes must be positive")
-        settings: dict[str, Any] = {
-            "mip_rel_gap": float(options.get("mip_rel_gap", 0.0)),
-            "qp_regularization_value": float(options.get("qp_regularization_value", 0.0)),
-            # HiGHS 1.14 MIP presolve returns sub-optimal points as "optimal" on small models
-            # (found by our property test; upstream ERGO-Code/HiGHS #3043, #3073, #3094), and
-            # highspy is pinned to 1.14 (ortools clash): MIP presolve is off unless asked for.
-            # Measured against the costtable DP / CP-SAT / brute force on random trees: integer
-            # L2 wrong 1 in 700 with presolve, L1 1 in 466 (9.0 "optimal" vs 5.0), none with it
-            # off. The price: ~2.7x on TopDown L-inf levels (3.2 s vs 1.2 s, 3,000 groups).
-            "presolve": str(options.get("presolve", "off" if problem.integer else "choose")),
-        }
-        threads = options.get("threads")
+        batch_size = int(opts.batch_size or default_batch)
+        qp_batch_size = int(opts.qp_batch_size or DEFAULT_QP_BATCH_SIZE)
         t0 = time.perf_counter()
         deadline = None if time_limit is None else t0 + float(time_limit)
         values = np.where(problem.is_fixed, problem.fixed, np.nan)
         stats: dict[str, Any] = {"path": path, "batches": 0}
         if not problem.is_free.any():
-            return finish(problem, values, "optimal", self.name, t0, stats)
+            return finish(problem, values, Status.OPTIMAL, self.name, t0, stats)
 
+        recentre = (not problem.pyomo_hooks) if opts.recentre is None else bool(opts.recentre)
+        if recentre and problem.pyomo_hooks:
+            raise UnsupportedProblem("highs: a model with Pyomo hooks cannot be recentred (hooks use the original "
+                                     "variables); pass recentre=False")
         is_qp = problem.objective == "l2" and not problem.integer
-        if problem.pyomo_hooks:
-            batches = [None]  # a hook may touch any node: one model
-        else:
-            batches = _batches(problem, qp_batch_size if is_qp else batch_size)
-        needs_center = problem.objective == "l2" and problem.integer and not problem.pyomo_hooks
-        anchors = anchor_values(problem) if problem.objective == "l2" and problem.integer else None
-        chunk = partial(_direct_chunk if path == "direct" else _pyomo_chunk, settings=settings, threads=threads,
-                        deadline=deadline, needs_center=needs_center, anchors=anchors)
-        try:
-            status, parts, message = run_batches(chunk, problem, batches, executor=options.get("executor"),
-                                                 progress=bool(options.get("progress")), desc=f"highs ({path})")
-        except ModelTooLarge as exc:
-            raise UnsupportedProblem(f"highs: {exc}") from None
+        batches: list[Any] = [None] if problem.pyomo_hooks else plan_batches(problem,
+                                                                              qp_batch_size if is_qp else batch_size)
+        certified = _verify.certificate_applies(problem) and problem.structure == "level"
+        presolve = opts.presolve or ("on" if certified else "off")
+        settings = {"mip_rel_gap": float(opts.mip_rel_gap),
+                    "qp_regularization_value": float(opts.qp_regularization_value),
+                    "presolve": presolve}
+        job = _Job(
+            path=path, settings=settings, threads=opts.threads, deadline=deadline,
+            needs_center=problem.objective == "l2" and problem.integer and not problem.pyomo_hooks,
+            anchors=anchor_values(problem) if problem.objective == "l2" and problem.integer else None,
+            shift=consistent_point(problem) if recentre else None,
+            certify=certified and presolve != "off",
+        )
+        stats["recentred"] = recentre
+        stats["presolve"] = presolve
+        out = run_batches(partial(_chunk, job=job), problem, batches, executor=opts.executor,
+                          progress=bool(opts.progress), desc=f"highs ({path})")
         stats["batches"] = len(batches)
-        for nodes, x in parts:
+        for nodes, x in out.parts:
             values[nodes] = x
-        if message:
-            stats["message"] = message
-        if status != "optimal":
-            return finish(problem, values, status, self.name, t0, stats)
+        if out.message:
+            stats["message"] = out.message
+        if out.status != Status.OPTIMAL:
+            stats["failed_groups"] = out.failed
+            if out.incumbent is not None and out.complete:
+                values[out.incumbent[0]] = out.incumbent[1]
+            return finish(problem, values, out.status, self.name, t0, stats)
         if problem.integer:
             values = np.rint(values)
-        return finish(problem, values, "optimal", self.name, t0, stats)
+        bound = float(np.sum(out.bounds)) if out.bounds and all(b is not None for b in out.bounds) else None
+        return finish(problem, values, Status.OPTIMAL, self.name, t0, stats, bound=bound)
 
 
-def _direct_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, settings: dict[str, Any],
-                  threads: int | None, deadline: float | None, needs_center: bool,
-                  anchors: np.ndarray | None) -> tuple[str, list[tuple[np.ndarray, np.ndarray]], str]:
-    """Solve batches in order with one reused ``Highs`` object (runs in a worker with an executor)."""
-    runner = _runner(threads)
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
+def _picklable(problem: Problem) -> bool:
+    if not problem.pyomo_hooks:
+        return True
+    import pickle
+
     try:
-        for subset in subsets:
-            center = _relaxed_center(problem, subset, runner, settings, deadline) if needs_center else None
-            if isinstance(center, str):
-                return center, parts, ""
-            arr = model_arrays(problem, subset=subset, l2_center=center, anchors=anchors)
-            status, x = runner.run(arr, settings, deadline)
-            if status != "optimal":
-                return status, parts, ""
-            parts.append((arr.nodes, x))
-    except ModelInfeasible as exc:
-        return "infeasible", parts, str(exc)
-    return "optimal", parts, ""
+        pickle.dumps(problem.pyomo_hooks)
+    except Exception:
+        return False
+    return True
 
 
-def _pyomo_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, settings: dict[str, Any],
-                 threads: int | None, deadline: float | None, needs_center: bool,
-                 anchors: np.ndarray | None) -> tuple[str, list[tuple[np.ndarray, np.ndarray]], str]:
-    """Solve batches in order through Pyomo (hooks run on every model)."""
-    runner = _runner(threads) if needs_center else None
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
+def _solve_in_worker(problem: Problem, time_limit: float, options: dict[str, Any]) -> Solution:
+    """Runs in the worker process."""
+    solver = HighsSolver()
+    return solver._solve_here(problem, time_limit, solver.parse_options(options))
+
+
+def _solve_with_deadline(solver: HighsSolver, problem: Problem, time_limit: float, options: dict[str, Any]
+                         ) -> Solution:
+    """The solve in this thread's worker process, killed at ``time_limit + HARD_LIMIT_GRACE``."""
+    from hierdp.solvers._deadline import DeadlineExceeded, worker
+
+    t0 = time.perf_counter()
+    w = worker()
+    started = time.perf_counter()
+    w.start()  # an interpreter start on a thread's first time-limited call: overhead, not solve time
+    left = time_limit - (started - t0)
+    opts = {k: v for k, v in options.items() if k != "hard_time_limit"}
     try:
-        for subset in subsets:
-            center = _relaxed_center(problem, subset, runner, settings, deadline) if needs_center else None
-            if isinstance(center, str):
-                return center, parts, ""
-            status, v = _solve_pyomo(problem, subset, center, settings, threads, deadline)
-            if status != "optimal":
-                return status, parts, ""
-            nodes = np.flatnonzero(~np.isnan(v) & problem.is_free)
-            parts.append((nodes, v[nodes]))
-    except ModelInfeasible as exc:
-        return "infeasible", parts, str(exc)
-    return "optimal", parts, ""
+        sol = w.call(_solve_in_worker, (problem, max(left, 0.0), opts), timeout=max(left, 0.0) + HARD_LIMIT_GRACE)
+    except DeadlineExceeded:
+        values = np.where(problem.is_fixed, problem.fixed, np.nan)
+        stats = {"message": f"HiGHS did not stop at its time limit; its worker was stopped after "
+                            f"{time.perf_counter() - t0:.2f} s", "hard_time_limit": True}
+        return finish(problem, values, Status.TIME_LIMIT, solver.name, t0, stats)
+    sol.wall_time = time.perf_counter() - t0
+    sol.stats["hard_time_limit"] = True
+    return sol
 
 
-def _relaxed_center(problem: Problem, subset: np.ndarray | None, runner: "_DirectRunner",
-                    settings: dict[str, Any], deadline: float | None) -> np.ndarray | str:
-    """Continuous optimum of a batch (the centre of the proven integer-L2 window), or a status."""
-    relaxed = model_arrays(problem, subset=subset, relax=True)
-    status, x = runner.run(relaxed, settings, deadline)
-    if status != "optimal":
-        return status
-    center = np.full(problem.n, np.nan)
-    center[relaxed.nodes] = x
-    return center
+@dataclass(frozen=True)
+class _Job:
+    """Everything a worker needs to solve batches (picklable)."""
+
+    path: str
+    settings: dict[str, Any]
+    threads: int | None
+    deadline: float | None
+    needs_center: bool
+    anchors: np.ndarray | None
+    shift: np.ndarray | None
+    certify: bool
 
 
-def _batches(problem: Problem, size: int) -> list[np.ndarray]:
-    """Lists of group ids, each at most ``size`` groups unless one coupled component is larger."""
-    ng = problem.n_groups
-    if not problem.linear:
-        return [np.arange(s, min(s + size, ng), dtype=np.int64) for s in range(0, ng, size)]
-    comp = batch_components(problem)
-    order = np.argsort(comp, kind="stable")
-    _, starts, counts = np.unique(comp[order], return_index=True, return_counts=True)
-    out: list[np.ndarray] = []
-    cur: list[np.ndarray] = []
-    cur_n = 0
-    for s, c in zip(starts, counts):  # loop over components (not nodes): greedy packing
-        if cur and cur_n + c > size:
-            out.append(np.concatenate(cur))
-            cur, cur_n = [], 0
-        cur.append(order[s:s + c])
-        cur_n += int(c)
-    if cur:
-        out.append(np.concatenate(cur))
-    return out
+@dataclass
+class _RunResult:
+    status: Status
+    x: np.ndarray | None = None  # optimal values of the batch's variables (original space)
+    incumbent: np.ndarray | None = None  # a feasible point when not optimal
+    bound: float | None = None
+    message: str = ""
 
 
-def _status_name(model_status: Any) -> str:
+def _chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, job: _Job) -> ChunkResult:
+    """Solve batches in order (runs in a worker with an executor)."""
+    res = ChunkResult()
+    runner = _runner(job.threads)
+    for subset in subsets:
+        failed = (np.arange(problem.n_groups, dtype=np.int64) if subset is None
+                  else np.asarray(subset, dtype=np.int64))
+        try:
+            out, nodes = _solve_batch(problem, subset, job, runner)
+        except ModelInfeasible as exc:
+            res.status, res.message, res.failed = Status.INFEASIBLE, str(exc), failed
+            return res
+        except ModelTooLarge as exc:  # unsupported() predicts these; keep the true reason if not
+            res.status, res.message, res.failed = Status.ERROR, f"model too large: {exc}", failed
+            return res
+        if out.status != Status.OPTIMAL:
+            res.status, res.message, res.failed = out.status, out.message, failed
+            if out.incumbent is not None:
+                res.incumbent = (nodes, out.incumbent)
+            return res
+        res.parts.append((nodes, out.x))
+        res.bounds.append(out.bound)
+    return res
+
+
+def _solve_batch(problem: Problem, subset: np.ndarray | None, job: _Job, runner: "_DirectRunner"
+                 ) -> tuple[_RunResult, np.ndarray]:
+    """One batch: QP centre (integer L2), the model, the certificate and its fallback."""
+    center = None
+    if job.needs_center:
+        relaxed = model_arrays(problem, subset=subset, relax=True, shift=job.shift)
+        out = runner.run(problem, relaxed, job.settings, job.deadline)
+        if out.status != Status.OPTIMAL:
+            return _RunResult(out.status, message=out.message), relaxed.nodes
+        center = np.full(problem.n, np.nan)
+        center[relaxed.nodes] = out.x
+    solve = _direct_solver(problem, subset, center, job, runner) if job.path == "direct" else \
+        _pyomo_solver(problem, subset, center, job)
+    out, nodes = solve(job.settings)
+    if out.status == Status.OPTIMAL and job.certify:
+        full = np.where(problem.is_fixed, problem.fixed, np.nan)
+        full[nodes] = np.rint(out.x)
+        if not _batch_certified(problem, full, subset):
+            out, nodes = solve({**job.settings, "presolve": "off"})
+    elif out.status == Status.INFEASIBLE and job.settings.get("presolve") != "off":
+        # never trust an "infeasible" from presolve alone
+        out, nodes = solve({**job.settings, "presolve": "off"})
+    return out, nodes
+
+
+def _batch_certified(problem: Problem, full: np.ndarray, subset: np.ndarray | None) -> bool:
+    """The strict-box certificate on the groups of one batch (values outside it are NaN)."""
+    labels = problem.groups().copy()
+    if subset is not None:
+        keep = np.isin(labels, subset)
+        labels[~keep] = -1
+    vals = np.where(labels >= 0, full, np.nan_to_num(problem.fixed))
+    return _verify.integer_linf_uncertified(problem, vals, labels).size == 0
+
+
+def _direct_solver(problem: Problem, subset: np.ndarray | None, center: np.ndarray | None, job: _Job,
+                   runner: "_DirectRunner") -> Callable[[dict[str, Any]], tuple[_RunResult, np.ndarray]]:
+    arr = model_arrays(problem, subset=subset, l2_center=center, anchors=job.anchors, shift=job.shift)
+
+    def solve(settings: dict[str, Any]) -> tuple[_RunResult, np.ndarray]:
+        return runner.run(problem, arr, settings, job.deadline), arr.nodes
+
+    return solve
+
+
+def _pyomo_solver(problem: Problem, subset: np.ndarray | None, center: np.ndarray | None, job: _Job
+                  ) -> Callable[[dict[str, Any]], tuple[_RunResult, np.ndarray]]:
+    from hierdp.models.pyomo import build_pyomo_model, values_from_model
+
+    model = build_pyomo_model(problem, subset=subset, l2_center=center, shift=job.shift)
+    nodes = np.asarray([int(i) for i in model.free], dtype=np.int64)
+
+    def solve(settings: dict[str, Any]) -> tuple[_RunResult, np.ndarray]:
+        status, ok = _solve_pyomo(model, problem, settings, job.threads, job.deadline)
+        if not ok:
+            return _RunResult(status), nodes
+        v = values_from_model(model, problem)
+        return _RunResult(Status.OPTIMAL, x=v[nodes]), nodes
+
+    return solve
+
+
+def _integer_l2_refusals(problem: Problem) -> list[str]:
+    """What ``model_arrays`` would refuse for an integer-L2 problem, predicted before solving
+    (the same windows: :mod:`hierdp.models.arrays`)."""
+    free = problem.is_free
+    term = free & ~np.isnan(problem.target) & (problem.weights > 0)
+    lo = np.ceil(problem.effective_lower - 1e-9)
+    hi = np.floor(problem.upper + 1e-9)
+    if problem.nonnegative:
+        anc = anchor_values(problem)
+        hi = np.where(np.isnan(anc), hi, np.minimum(hi, np.floor(np.nan_to_num(anc) + 1e-9)))
+    width = hi - lo
+    grp = problem.groups()
+    ng = max(problem.n_groups, 1)
+    gid = np.maximum(grp, 0)
+    why: list[str] = []
+    if not (problem.n_constraints or problem.n_query_terms or problem.pyomo_hooks):
+        # the proven window around the continuous optimum: radius 1 on simple level groups
+        # (every variable has a term, equal weights), else the group's size
+        size = np.bincount(grp[free], minlength=ng).astype(float)
+        terms = np.bincount(grp[term], minlength=ng)
+        wmin = np.full(ng, np.inf)
+        wmax = np.full(ng, -np.inf)
+        np.minimum.at(wmin, grp[term], problem.weights[term])
+        np.maximum.at(wmax, grp[term], problem.weights[term])
+        simple = (problem.structure == "level") & (terms == size) & (wmin == wmax)
+        radius = np.where(simple, 1.0, size)[gid] + 1e-4
+        pieces = np.minimum(width, 2 * np.floor(radius))
+    else:
+        bad = term & ~np.isfinite(width)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            why.append(f"integer L2 epigraph needs a bounded domain: {problem._label(i)} is unbounded "
+                       "(with user rows, query terms or hooks the proven window does not apply: give bounds or "
+                       "fix an ancestor)")
+            return why
+        pieces = width
+    per_group = np.bincount(gid[term], weights=np.maximum(pieces[term], 1), minlength=ng)
+    if per_group.size and per_group.max() > MAX_PWL_PIECES:
+        g = int(np.argmax(per_group))
+        why.append(f"integer L2 epigraph of group {g} would need {int(per_group[g]):,} chord rows "
+                   f"(> {MAX_PWL_PIECES:,}): too large for an exact MIP (use projection or costtable)")
+    if problem.n_query_terms:
+        q = problem.queries
+        if np.any(q.matrix.data != np.rint(q.matrix.data)):
+            why.append("integer L2 query terms need integer coefficients (their value must be an integer)")
+        else:
+            arr = model_arrays(problem, relax=True)
+            qlo, qhi = query_ranges(problem, arr)
+            if np.any(~np.isfinite(qlo) | ~np.isfinite(qhi)):
+                why.append("integer L2 query terms need a bounded range (bound their nodes)")
+            elif np.maximum(np.floor(qhi + 1e-9) - np.ceil(qlo - 1e-9), 1).sum() > MAX_PWL_PIECES:
+                why.append(f"integer L2 query terms would need more than {MAX_PWL_PIECES:,} chord rows")
+    return why
+
+
+def _status_of(model_status: Any) -> Status:
     text = str(model_status).split(".")[-1]
     return {
-        "kOptimal": "optimal",
-        "kTimeLimit": "time limit",
-        "kInfeasible": "infeasible",
-        "kUnboundedOrInfeasible": "unbounded or infeasible",
-        "kUnbounded": "unbounded",
-        "kIterationLimit": "iteration limit",
-        "kSolutionLimit": "solution limit",
-        "kInterrupt": "interrupted",
-        "kMemoryLimit": "memory limit",
-    }.get(text, f"error ({text})")
+        "kOptimal": Status.OPTIMAL,
+        "kTimeLimit": Status.TIME_LIMIT,
+        "kInfeasible": Status.INFEASIBLE,
+        "kUnboundedOrInfeasible": Status.INFEASIBLE_OR_UNBOUNDED,
+        "kUnbounded": Status.UNBOUNDED,
+        "kIterationLimit": Status.ITERATION_LIMIT,
+        "kSolutionLimit": Status.ITERATION_LIMIT,
+        "kInterrupt": Status.INTERRUPTED,
+        "kMemoryLimit": Status.ERROR,
+        "kObjectiveBound": Status.ITERATION_LIMIT,
+        "kObjectiveTarget": Status.ITERATION_LIMIT,
+    }.get(text, Status.ERROR)
 
 
 _LOCAL = threading.local()
@@ -271,20 +485,25 @@ class _DirectRunner:
         if threads:
             self.h.setOptionValue("threads", int(threads))
 
-    def run(self, arr: ModelArrays, settings: dict[str, float], deadline: float | None) -> tuple[str, np.ndarray]:
-        """Solve one batch; returns ``(status, values of arr.nodes)``."""
+    def run(self, problem: Problem, arr: ModelArrays, settings: dict[str, Any], deadline: float | None
+            ) -> _RunResult:
+        """Solve one batch; values are returned in the original space (shift added back)."""
         hs = self.hs
         h = self.h
         lp, hessian = matrices(arr)
         h.clearModel()
-        h.setOptionValue("mip_rel_gap", settings["mip_rel_gap"])
-        h.setOptionValue("qp_regularization_value", settings["qp_regularization_value"])
+        h.setOptionValue("mip_rel_gap", float(settings["mip_rel_gap"]))
+        h.setOptionValue("qp_regularization_value", float(settings["qp_regularization_value"]))
         h.setOptionValue("presolve", settings["presolve"] if arr.integer else "choose")
         if deadline is not None:
             left = deadline - time.perf_counter()
             if left <= 0:
-                return "time limit", np.zeros(0)
-            h.setOptionValue("time_limit", float(left))
+                return _RunResult(Status.TIME_LIMIT, message="no time left for this batch")
+            # HiGHS compares time_limit with the run time this object accumulated over every
+            # earlier solve: the limit of this solve is "time so far + time left"
+            h.setOptionValue("time_limit", float(h.getRunTime() + left))
+        else:
+            h.setOptionValue("time_limit", math.inf)
         if hessian is not None:
             model = hs.HighsModel()
             model.lp_ = lp
@@ -293,20 +512,59 @@ class _DirectRunner:
         else:
             h.passModel(lp)
         h.run()
-        status = _status_name(h.getModelStatus())
-        if status != "optimal":
-            return status, np.zeros(0)
-        x = np.asarray(h.getSolution().col_value, dtype=float)[: arr.n_vars]
-        return "optimal", x
+        status = _status_of(h.getModelStatus())
+        info = h.getInfo()
+        if status == Status.OPTIMAL:
+            x = np.asarray(h.getSolution().col_value, dtype=float)[: arr.n_vars]
+            bound = float(info.mip_dual_bound) if arr.integer else float(info.objective_function_value)
+            return _RunResult(Status.OPTIMAL, x=arr.unshift(x), bound=bound if math.isfinite(bound) else None)
+        out = _RunResult(status)
+        if status == Status.TIME_LIMIT and int(info.primal_solution_status) == 2:  # kSolutionStatusFeasible
+            x = np.asarray(h.getSolution().col_value, dtype=float)[: arr.n_vars]
+            out.incumbent = arr.unshift(np.rint(x) if arr.integer else x)
+            out.message = f"best feasible objective of the batch {info.objective_function_value:.6g}"
+        if status == Status.INFEASIBLE:
+            out.message = self._explain(problem, arr)
+        return out
+
+    def _explain(self, problem: Problem, arr: ModelArrays) -> str:
+        """The constraints and bounds of HiGHS's IIS, named (empty when HiGHS finds none)."""
+        try:
+            self.h.setOptionValue("iis_strategy", 2)
+            status, iis = self.h.getIis()
+            self.h.setOptionValue("iis_strategy", 0)
+            if not iis.valid_:
+                return ""
+            rows = [int(r) for r in iis.row_index_]
+            cols = [int(c) for c in iis.col_index_ if int(c) < arr.n_vars]
+        except Exception:  # an explanation is a courtesy; never fail the solve for it
+            return ""
+        nc, nl = arr.cons_node.size, arr.lin_ids.size
+        names = []
+        cons = problem.constraints if problem.n_constraints else None
+        for r in rows[:6]:
+            if r < nc:
+                names.append(f"consistency of {problem._label(int(arr.cons_node[r]))}")
+            elif r < nc + nl and cons is not None:
+                names.append(f"linear constraint {cons.name(int(arr.lin_ids[r - nc]))}")
+        if cols:
+            names.append("bounds of " + ", ".join(problem._label(int(arr.nodes[c])) for c in cols[:6]))
+        return ("irreducible infeasible set: " + "; ".join(names)) if names else ""
 
 
 def matrices(arr: ModelArrays) -> tuple[Any, Any]:
-    """``(HighsLp, HighsHessian | None)`` of a batch: columns ``y`` then ``alpha`` or ``t``."""
+    """``(HighsLp, HighsHessian | None)`` of a batch.
+
+    Columns: ``y`` (node variables), then ``alpha`` (linf: node groups, then query blocks) or ``t``
+    (l1 / integer l2: node terms, then query terms). Rows: consistency, user rows, objective rows.
+    """
     import highspy as hs
+    from scipy.sparse import coo_matrix, csc_matrix, diags
 
     nv = arr.n_vars
     obj = arr.objective
     nt = arr.obj_var.size
+    nq = arr.n_queries
     rows: list[np.ndarray] = []
     cols: list[np.ndarray] = []
     vals: list[np.ndarray] = []
@@ -323,10 +581,14 @@ def matrices(arr: ModelArrays) -> tuple[Any, Any]:
         rhi.append(hi)
         nrow += count
 
+    def csr_rows(ptr: np.ndarray) -> np.ndarray:
+        return np.repeat(np.arange(ptr.size - 1), np.diff(ptr))
+
     nc = arr.cons_node.size
-    add(np.repeat(np.arange(nc), np.diff(arr.cons_ptr)), arr.cons_col, arr.cons_coef, arr.cons_rhs, arr.cons_rhs, nc)
+    add(csr_rows(arr.cons_ptr), arr.cons_col, arr.cons_coef, arr.cons_rhs, arr.cons_rhs, nc)
     nl = arr.lin_lower.size
-    add(np.repeat(np.arange(nl), np.diff(arr.lin_ptr)), arr.lin_col, arr.lin_coef, arr.lin_lower, arr.lin_upper, nl)
+    add(csr_rows(arr.lin_ptr), arr.lin_col, arr.lin_coef, arr.lin_lower, arr.lin_upper, nl)
+    q_row = csr_rows(arr.q_ptr)
 
     cost = np.zeros(nv)
     aux_lo = np.zeros(0)
@@ -334,42 +596,65 @@ def matrices(arr: ModelArrays) -> tuple[Any, Any]:
     offset = 0.0
     x, w = arr.obj_target, arr.obj_weight
     if obj in ("linf", "l1"):
-        naux = arr.groups.size if obj == "linf" else nt
+        naux = arr.n_linf_groups if obj == "linf" else nt + nq
         aux_of_term = nv + (arr.obj_group if obj == "linf" else np.arange(nt))
+        aux_of_q = nv + (arr.q_group if obj == "linf" else nt + np.arange(nq))
         term = np.arange(nt)
-        # w y - aux <= w x  and  -w y - aux <= -w x
+        q = np.arange(nq)
+        # w y - aux <= w x  and  -w y - aux <= -w x (the same for query values a . y)
         for sign in (1.0, -1.0):
             add(np.r_[term, term], np.r_[arr.obj_var, aux_of_term], np.r_[sign * w, -np.ones(nt)],
                 np.full(nt, -np.inf), sign * w * x, nt)
+            if nq:
+                add(np.r_[q_row, q], np.r_[arr.q_col, aux_of_q], np.r_[sign * arr.q_weight[q_row] * arr.q_coef,
+                                                                      -np.ones(nq)],
+                    np.full(nq, -np.inf), sign * arr.q_weight * arr.q_target, nq)
         cost = np.r_[cost, np.ones(naux)]
         aux_lo = np.zeros(naux)
     elif not arr.integer:
         naux = 0
         cost[arr.obj_var] = -2.0 * w * x
         offset = float(np.sum(w * x * x))
+        diag = np.zeros(nv)
+        diag[arr.obj_var] = 2.0 * w
+        hmat = diags(diag).tocsc()
+        if nq:
+            a = csc_matrix((arr.q_coef, (q_row, arr.q_col)), shape=(nq, nv))
+            hmat = (hmat + 2.0 * (a.T @ diags(arr.q_weight) @ a)).tocsc()
+            cost += -2.0 * (a.T @ (arr.q_weight * arr.q_target))
+            offset += float(np.sum(arr.q_weight * arr.q_target ** 2))
+        from scipy.sparse import tril
+
+        low = tril(hmat, format="csc")
+        low.sum_duplicates()
+        low.eliminate_zeros()
         hessian = hs.HighsHessian()
         hessian.dim_ = nv
         hessian.format_ = hs.HessianFormat.kTriangular
-        diag = np.zeros(nv)
-        diag[arr.obj_var] = 2.0 * w
-        nz = np.flatnonzero(diag)
-        start = np.zeros(nv + 1, np.int32)
-        start[1:] = np.cumsum(diag != 0)
-        hessian.start_ = start
-        hessian.index_ = nz.astype(np.int32)
-        hessian.value_ = diag[nz]
+        hessian.start_ = low.indptr.astype(np.int32)
+        hessian.index_ = low.indices.astype(np.int32)
+        hessian.value_ = low.data.astype(float)
     else:
-        naux = nt
+        naux = nt + nq
         term, _, slope, intercept = pwl_rows(arr)
         npc = term.size
         r = np.arange(npc)
         # t - slope * y >= intercept
         add(np.r_[r, r], np.r_[nv + term, arr.obj_var[term]], np.r_[np.ones(npc), -slope],
             intercept, np.full(npc, np.inf), npc)
-        cost = np.r_[cost, np.ones(nt)]
-        aux_lo = np.zeros(nt)
-
-    from scipy.sparse import coo_matrix
+        if nq:
+            qterm, _, qslope, qint = pwl_rows(arr, queries=True)
+            nqp = qterm.size
+            # rows of qterm: t_q - slope * (a_q . y) >= intercept; expand a_q's entries
+            counts = np.diff(arr.q_ptr)[qterm]
+            r_rep = np.repeat(np.arange(nqp), counts)
+            start = np.repeat(arr.q_ptr[qterm], counts)
+            within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+            e = start + within
+            add(np.r_[np.arange(nqp), r_rep], np.r_[nv + nt + qterm, arr.q_col[e]],
+                np.r_[np.ones(nqp), -qslope[r_rep] * arr.q_coef[e]], qint, np.full(nqp, np.inf), nqp)
+        cost = np.r_[cost, np.ones(naux)]
+        aux_lo = np.zeros(naux)
 
     ncol = nv + naux
     a = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(nrow, ncol)).tocsc()
@@ -397,39 +682,43 @@ def matrices(arr: ModelArrays) -> tuple[Any, Any]:
     return lp, hessian
 
 
-def _solve_pyomo(problem: Problem, subset: np.ndarray | None, center: np.ndarray | None,
-                 settings: dict[str, float], threads: int | None, deadline: float | None) -> tuple[str, np.ndarray]:
-    """One batch through Pyomo's ``pyomo.contrib.solver`` HiGHS interface."""
+def _solve_pyomo(model: Any, problem: Problem, settings: dict[str, Any], threads: int | None,
+                 deadline: float | None) -> tuple[Status, bool]:
+    """One batch model through Pyomo's ``pyomo.contrib.solver`` HiGHS interface."""
     from pyomo.contrib.solver.common.factory import SolverFactory
     from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 
-    model = build_pyomo_model(problem, subset=subset, l2_center=center)
     opt = SolverFactory("highs")
+    solver_options = dict(settings)
     kwargs: dict[str, Any] = {
         "load_solutions": False,
         "raise_exception_on_nonoptimal_result": False,
-        "solver_options": dict(settings),
+        "solver_options": solver_options,
     }
     if threads:
         kwargs["threads"] = int(threads)
     if deadline is not None:
         left = deadline - time.perf_counter()
         if left <= 0:
-            return "time limit", np.zeros(0)
+            return Status.TIME_LIMIT, False
         kwargs["time_limit"] = float(left)
     if not (problem.objective == "l2" and not problem.integer):
-        kwargs["solver_options"].pop("qp_regularization_value", None)
+        solver_options.pop("qp_regularization_value", None)
     if not problem.integer:
-        kwargs["solver_options"].pop("presolve", None)
+        solver_options.pop("presolve", None)
     res = opt.solve(model, **kwargs)
     tc = res.termination_condition
     if tc == TerminationCondition.convergenceCriteriaSatisfied and res.solution_status == SolutionStatus.optimal:
         res.solution_loader.load_vars()
-        return "optimal", values_from_model(model, problem)
+        return Status.OPTIMAL, True
     return {
-        TerminationCondition.maxTimeLimit: "time limit",
-        TerminationCondition.provenInfeasible: "infeasible",
-        TerminationCondition.infeasibleOrUnbounded: "unbounded or infeasible",
-        TerminationCondition.unbounded: "unbounded",
-        TerminationCondition.iterationLimit: "iteration limit",
-    }.get(tc, f"error ({tc.name}, {res.solution_status.name})"), np.zeros(0)
+        TerminationCondition.maxTimeLimit: Status.TIME_LIMIT,
+        TerminationCondition.provenInfeasible: Status.INFEASIBLE,
+        TerminationCondition.infeasibleOrUnbounded: Status.INFEASIBLE_OR_UNBOUNDED,
+        TerminationCondition.unbounded: Status.UNBOUNDED,
+        TerminationCondition.iterationLimit: Status.ITERATION_LIMIT,
+    }.get(tc, Status.ERROR), False
+
+
+# older private name (used by the ortools plug-in before the planner moved to models.arrays)
+_batches = plan_batches

@@ -38,8 +38,9 @@ sum(x + D/b) = c``; if one is, no integer lies in ``[x_i + D/b, x_i + a*]`` so `
 which leaves room for at most one integer in any such interval and forces every other entry's
 start to equal ``floor(x_i + a*)``: the sum is then ``sum(floor(x + a*)) >= c``.
 
-Floating point: comparisons with integers use a tolerance ``1e-12 * max(1, max|x|, c)`` per
-group, so that values equal to an integer up to rounding are treated as that integer.
+Floating point: on real-valued groups, comparisons with integers allow a few ulps of the group's
+magnitude (:func:`hierdp._segments.ulp_tolerance`), so that values equal to an integer up to
+rounding are treated as that integer; integer groups are computed exactly.
 
 :func:`intopt_batch` solves all groups of a TopDown level at once with numpy segment
 operations (a stable segment sort by ``(group, value)``, segment cumulative sums and
@@ -50,138 +51,33 @@ one to three passes).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
+from hierdp._segments import (  # noqa: F401  (check_groups & co. were defined here; kept importable)
+    MAX_MAGNITUDE,
+    MAX_REAL_MAGNITUDE,
+    ULPS as _ULPS,
+    GroupError,
+    check_groups,
+    check_sums,
+    group_magnitude_problem,
+    segment_cumsum,
+    segment_sort,
+    ulp_tolerance as _tolerance,
+)
 from hierdp.models.problem import Problem
-from hierdp.solvers.base import Capabilities, Solution, Solver
+from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, Status, UnsupportedProblem, finish
 
 Order = Literal["ascending", "descending"]
 ORDERS = ("ascending", "descending")
-
-#: "is this float an integer" decisions on real-valued groups allow this many ulps of the group's
-#: magnitude (a fixed *relative* tolerance would reach whole units at counts of 10^12)
-_ULPS = 8
-#: largest magnitude of values and totals: beyond 2^52 float64 no longer resolves integers
-MAX_MAGNITUDE = 2.0 ** 52
-#: largest magnitude when real-valued arithmetic (fractional noise, projections) is involved:
-#: sums of a group's values must still resolve units with room for rounding
-MAX_REAL_MAGNITUDE = 2.0 ** 44
-
-
-def _tolerance(scale: np.ndarray) -> np.ndarray:
-    """Absolute tolerance per group: a few ulps of the group's magnitude."""
-    return _ULPS * np.spacing(np.maximum(1.0, scale))
-
-
-# ---------------------------------------------------------------------------------- validation
-def check_groups(
-    values: np.ndarray | list[float],
-    offsets: np.ndarray | list[int],
-    totals: np.ndarray | list[float],
-    *,
-    integer_totals: bool = True,
-    real_arithmetic: bool | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Validate a batch of groups; returns ``(values float64, offsets int64, totals)``.
-
-    ``totals`` is int64 when ``integer_totals`` (the totals must be non-negative integers), else
-    float64 (non-negative, finite). Empty groups must have total 0. Magnitudes must be below
-    :data:`MAX_MAGNITUDE`, or :data:`MAX_REAL_MAGNITUDE` when ``real_arithmetic`` (default: when
-    some value is not an integer).
-
-    Raises:
-        ValueError: naming the offending argument, group or entry.
-    """
-    vals = np.asarray(values, dtype=np.float64)
-    if vals.ndim != 1:
-        raise ValueError(f"values must be one-dimensional, got shape {vals.shape}")
-    if not np.all(np.isfinite(vals)):
-        raise ValueError(f"values must be finite; entry {int(np.flatnonzero(~np.isfinite(vals))[0])} is not")
-    if real_arithmetic is None:
-        real_arithmetic = bool(np.any(vals != np.rint(vals)))
-    limit, limit_text = (MAX_REAL_MAGNITUDE, "2^44") if real_arithmetic else (MAX_MAGNITUDE, "2^52")
-    if vals.size and np.abs(vals).max() >= limit:
-        raise ValueError(f"values must be below {limit_text} in magnitude (beyond it float64 cannot resolve "
-                         f"single units here); entry {int(np.argmax(np.abs(vals)))} is "
-                         f"{vals[np.argmax(np.abs(vals))]:g}")
-    offs = np.asarray(offsets)
-    if offs.ndim != 1 or offs.size < 1:
-        raise ValueError("offsets must be a one-dimensional array with len(totals)+1 entries")
-    if not np.issubdtype(offs.dtype, np.integer):
-        if not np.all(np.isfinite(offs)) or np.any(offs != np.round(offs)):
-            raise ValueError("offsets must be integers")
-    offs = offs.astype(np.int64)
-    tot = np.asarray(totals, dtype=np.float64)
-    if tot.ndim != 1 or offs.size != tot.size + 1:
-        raise ValueError(f"offsets has {offs.size} entries; expected len(totals)+1 = {tot.size + 1}")
-    if offs[0] != 0 or offs[-1] != vals.size:
-        raise ValueError(f"offsets must start at 0 and end at len(values) = {vals.size}")
-    sizes = np.diff(offs)
-    if np.any(sizes < 0):
-        raise ValueError(f"offsets must be non-decreasing (group {int(np.flatnonzero(sizes < 0)[0])})")
-    if not np.all(np.isfinite(tot)):
-        raise ValueError(f"totals must be finite; group {int(np.flatnonzero(~np.isfinite(tot))[0])} is not")
-    if np.any(tot < 0):
-        g = int(np.flatnonzero(tot < 0)[0])
-        raise ValueError(f"totals must be non-negative; group {g} has total {tot[g]}")
-    if tot.size and tot.max() >= limit:
-        g = int(np.argmax(tot))
-        raise ValueError(f"totals must be below {limit_text}; group {g} has total {tot[g]:g}")
-    if integer_totals:
-        if np.any(tot != np.round(tot)):
-            g = int(np.flatnonzero(tot != np.round(tot))[0])
-            raise ValueError(f"totals must be integers; group {g} has total {tot[g]}")
-        tot = tot.astype(np.int64)
-    bad = (sizes == 0) & (tot != 0)
-    if bad.any():
-        g = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"group {g} has no entries but total {tot[g]} (an empty group must have total 0)")
-    return vals, offs, tot
-
-
-def check_sums(out: np.ndarray, offsets: np.ndarray, totals: np.ndarray) -> None:
-    """Refuse to return groups that do not sum to their totals or have negative entries.
-
-    A cheap guard (one ``reduceat``) so that no inconsistent level is ever labelled optimal.
-    """
-    sizes = np.diff(offsets)
-    ne = sizes > 0
-    if not ne.any():
-        return
-    sums = np.add.reduceat(out, offsets[:-1][ne])
-    bad = (sums != totals[ne]) | (np.minimum.reduceat(out, offsets[:-1][ne]) < 0)
-    if bad.any():
-        g = int(np.flatnonzero(ne)[np.flatnonzero(bad)[0]])
-        raise RuntimeError(f"internal error: group {g} does not sum to its total {totals[g]} "
-                           f"(got {int(sums[np.flatnonzero(bad)[0]])}); please report this input")
 
 
 def _check_order(order: str) -> None:
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
-
-
-# ---------------------------------------------------------------------------------- segment helpers
-def segment_cumsum(arr: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Inclusive cumulative sum restarted at every segment (segments contiguous, non-empty)."""
-    cs = np.cumsum(arr)
-    before = np.concatenate([np.zeros(1, dtype=cs.dtype), cs])[starts]  # sum of earlier segments
-    return cs - np.repeat(before, sizes)
-
-
-def segment_sort(keys: np.ndarray, gid: np.ndarray) -> np.ndarray:
-    """Permutation sorting each contiguous segment by ``keys`` (stable: ties by position).
-
-    Same result as ``np.lexsort((keys, gid))``, about twice as fast: a stable global sort gives
-    every entry its rank, and ``gid * n + rank`` is a unique integer key.
-    """
-    n = keys.size
-    by_key = np.argsort(keys, kind="stable")
-    rank = np.empty(n, dtype=np.int64)
-    rank[by_key] = np.arange(n, dtype=np.int64)
-    return np.argsort(gid.astype(np.int64) * n + rank)
 
 
 # ---------------------------------------------------------------------------------- optimum
@@ -392,41 +288,99 @@ def linf_optimum(values: np.ndarray, offsets: np.ndarray, totals: np.ndarray) ->
 
 
 # ---------------------------------------------------------------------------------- plug-in
+@dataclass(frozen=True)
+class IntOptOptions:
+    """Options of the ``intopt`` plug-in.
+
+    Attributes:
+        order: ``"ascending"`` (the paper's false-positive heuristic) or ``"descending"``; see
+            :func:`intopt`.
+    """
+
+    order: str = "ascending"
+
+    def __post_init__(self) -> None:
+        _check_order(self.order)
+
+
 class IntOptSolver(Solver):
     """Plug-in ``"intopt"``: integer L-infinity TopDown levels by Algorithm 4 of paper 000.
 
-    Option ``order="ascending" | "descending"`` (see :func:`intopt`).
+    Exact (the closed-form optimum of every group is reached); refuses, before solving, magnitudes
+    float64 cannot resolve to single units (2^52 for integer targets, 2^44 for real targets), so
+    ``auto`` falls back to another plug-in there. ``time_limit`` is not needed: one vectorized
+    pass over the level (about a second per 10^7 children).
     """
 
     name = "intopt"
+    Options = IntOptOptions
     capabilities = Capabilities(
         objectives=frozenset({"linf"}),
         integer=True,
         continuous=False,
         structures=frozenset({"level"}),
-        weights=False,
-        bounds=False,
-        linear_constraints=False,
-        pyomo_hooks=False,
-        free_sign=False,
-        missing_targets=False,
+        features=frozenset(),
+        limits={"max_magnitude": MAX_MAGNITUDE, "max_magnitude_real_targets": MAX_REAL_MAGNITUDE,
+                "time_limit": "not needed (one vectorized pass)", "tolerance": "exact"},
         description="IntOpt (InfTDA, paper 000 Alg. 4): exact integer L-inf per group, vectorized",
     )
 
-    def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
-        order = options.pop("order", "ascending")
-        if options:
-            raise TypeError(f"intopt: unknown option(s) {sorted(options)}")
+    def extra_checks(self, problem: Problem) -> list[str]:
+        """Magnitudes beyond float64's unit resolution (real targets: 2^44)."""
+        if problem.structure != "level":
+            return []
+        _, _, child_index, totals = problem.level_groups()
+        why = group_magnitude_problem(problem.target[child_index], totals)
+        return [why] if why else []
+
+    def unsupported_groups(self, values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, *, objective: str,
+                           integer: bool, weights: np.ndarray | None = None) -> list[str]:
+        """Refusals for a batch of groups, without building a :class:`Problem`."""
+        why = []
+        if objective != "linf":
+            why.append(f"objective {objective!r} not supported (supports ['linf'])")
+        if not integer:
+            why.append("continuous problems not supported")
+        if weights is not None and np.any(np.asarray(weights, dtype=float) != 1.0):
+            why.append("non-uniform objective weights not supported")
+        vals = np.asarray(values, dtype=float)
+        if np.any(np.isnan(vals)):
+            why.append("every free node needs a finite target (NaN targets not supported)")
+        mag = group_magnitude_problem(vals, np.asarray(totals, dtype=float))
+        if mag:
+            why.append(mag)
+        return why
+
+    def solve_problem(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
+        """Solve a supported level problem (see :func:`intopt_batch`)."""
+        opts: IntOptOptions = self.parse_options(options)
         t0 = time.perf_counter()
         parents, offsets, child_index, totals = problem.level_groups()
-        y = intopt_batch(problem.target[child_index], offsets, totals, order=order)
+        y = intopt_batch(problem.target[child_index], offsets, totals, order=opts.order)
         values = np.rint(np.nan_to_num(problem.fixed)).astype(np.int64)
         values[child_index] = y
-        return Solution(
-            values=values,
-            objective=problem.objective_value(values),
-            status="optimal",
-            solver=self.name,
-            wall_time=time.perf_counter() - t0,
-            stats={"n_groups": int(parents.size), "n_children": int(child_index.size), "order": order},
-        )
+        sol = finish(problem, values, Status.OPTIMAL, self.name, t0,
+                     {"n_groups": int(parents.size), "n_children": int(child_index.size), "order": opts.order})
+        sol.bound, sol.gap = sol.objective, 0.0
+        return sol
+
+    def solve_groups(self, values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, *, objective: str,
+                     integer: bool = True, weights: np.ndarray | None = None, time_limit: float | None = None,
+                     **options: Any) -> GroupSolution:
+        """Algorithm 4 on the whole batch, without a :class:`Problem`; the output is checked (int64
+        sums exact, non-negative) before it is returned."""
+        why = self.unsupported_groups(values, offsets, totals, objective=objective, integer=integer, weights=weights)
+        if why:
+            raise UnsupportedProblem(f"solver {self.name!r} cannot solve these groups exactly: " + "; ".join(why))
+        opts: IntOptOptions = self.parse_options(options)
+        t0 = time.perf_counter()
+        x = np.asarray(values, dtype=float)
+        y = intopt_batch(x, offsets, totals, order=opts.order)  # validates, and checks sums and signs
+        offs = np.asarray(offsets, dtype=np.int64)
+        sizes = np.diff(offs)
+        ne = sizes > 0
+        objective_value = 0.0
+        if ne.any():
+            objective_value = float(np.maximum.reduceat(np.abs(y - x), offs[:-1][ne]).sum())
+        return GroupSolution(values=y, objective=objective_value, solver=self.name, wall_time=time.perf_counter() - t0,
+                             stats={"n_groups": int(sizes.size), "n_children": int(x.size), "order": opts.order})

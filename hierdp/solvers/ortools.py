@@ -27,26 +27,43 @@ CP-SAT only takes integer coefficients, while noisy targets are reals. The plug-
   ``MAX_L2_CHORDS`` chords (large totals: use ``highs``, whose QP centre gives a proven small
   window), or when the scaled objective could exceed 2^53. Continuous l2 (a QP) is refused:
   GLOP solves LPs.
-* **continuous linf/l1**: GLOP (simplex, exact to its feasibility tolerance ~1e-7;
-  PDLP is not used because its default tolerance gives ~1e-3 deviations).
+* **continuous linf/l1**: GLOP (simplex, exact to its feasibility tolerance ~1e-7, without
+  GLOP's presolve, which fails on recentred models; PDLP is not used because its default
+  tolerance gives ~1e-3 deviations).
 
 Every variable needs a finite domain (CP-SAT): bounds, or non-negativity under a fixed ancestor.
 User linear constraints need integer coefficients (their bounds are rounded inward exactly since
 the left-hand side is an integer). CP-SAT runs with ``num_workers=1`` (measured faster here).
+
+Recentring: every model is expressed in ``y - z`` for a consistent integer point ``z``
+(:func:`~hierdp.models.arrays.consistent_point`): at counts near 1e9 CP-SAT otherwise reached its
+time limit on 12 children (milliseconds at small counts), and GLOP returned 8x the L∞ optimum at
+counts of 1e10. Magnitudes of 2^40 and beyond are refused (CP-SAT's integer arithmetic must hold
+``|domain| * coefficient`` in int64 with room to spare). ``time_limit`` bounds the whole call; on
+a time limit CP-SAT's best feasible point of the batch is kept.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
 
+from hierdp.models.arrays import (
+    ModelArrays,
+    ModelInfeasible,
+    anchor_values,
+    batch_components,
+    consistent_point,
+    model_arrays,
+    plan_batches,
+)
 from hierdp.models.problem import Problem
-from hierdp.models.pyomo_model import ModelArrays, ModelInfeasible, anchor_values, batch_components, model_arrays
-from hierdp.solvers._batching import run_batches
-from hierdp.solvers.base import Capabilities, Solution, Solver, finish
+from hierdp.solvers._batching import ChunkResult, run_batches
+from hierdp.solvers.base import Capabilities, Solution, Solver, Status, finish
 
 #: groups per CP-SAT model (measured; small models keep CP-SAT's search local)
 DEFAULT_BATCH_SIZE = 10
@@ -54,7 +71,34 @@ _GRIDS = sorted({2 ** k for k in range(21)} | {10 ** k for k in range(1, 7)})
 #: refuse integer-l2 models needing more chord constraints than this
 MAX_L2_CHORDS = 200_000
 _INT_LIMIT = 2 ** 53  # keep every integer coefficient/bound exact in doubles and far from int64 overflow
-_OPTIONS = {"batch_size", "num_workers", "executor", "progress"}
+#: largest magnitude accepted (see the module docstring)
+MAX_MAGNITUDE = 2.0 ** 40
+
+
+@dataclass(frozen=True)
+class OrToolsOptions:
+    """Options of ``solve(problem, solver="ortools", ...)``.
+
+    Attributes:
+        batch_size: groups per CP-SAT model (default 10).
+        num_workers: CP-SAT workers (default 1).
+        recentre: express models in ``y - z`` (default True; see the module docstring).
+        executor: a :class:`concurrent.futures.Executor` over which batches are mapped (a process
+            pool, or a Dask cluster's ``client.get_executor()``).
+        progress: a progress bar over batches.
+    """
+
+    batch_size: int | None = None
+    num_workers: int | None = None
+    recentre: bool = True
+    executor: Any = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "num_workers"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, (int, np.integer)) or v < 1):
+                raise ValueError(f"ortools: {name} must be a positive integer, got {v!r}")
 
 
 def grid_scale(values: np.ndarray) -> int | None:
@@ -72,23 +116,20 @@ def grid_scale(values: np.ndarray) -> int | None:
 class OrToolsSolver(Solver):
     """OR-Tools: CP-SAT (integer linf exact for real targets; integer l1/l2 for grid targets) and GLOP (LPs).
 
-    Options of ``solve(problem, solver="ortools", ...)``: time_limit (seconds, whole problem),
-    batch_size (groups per CP-SAT model), num_workers (CP-SAT workers, default 1), executor (a
-    :class:`concurrent.futures.Executor` over which batches are mapped, e.g. a process pool or a
-    Dask cluster's ``client.get_executor()``), progress (a progress bar over batches).
+    ``time_limit`` (seconds) bounds the whole call; options: :class:`OrToolsOptions`.
     """
 
     name = "ortools"
+    Options = OrToolsOptions
     capabilities = Capabilities(
         objectives=frozenset({"l1", "l2", "linf"}),
         integer=True,
         continuous=True,
         structures=frozenset({"level", "tree"}),
-        weights=True,
-        bounds=True,
-        linear_constraints=True,
-        pyomo_hooks=False,
-        free_sign=True,
+        features=frozenset({"weights", "bounds", "linear_constraints", "cumulative", "free_sign", "missing_targets"}),
+        limits={"max_magnitude": MAX_MAGNITUDE, "integer_l2_chords": MAX_L2_CHORDS,
+                "targets (integer l1/l2)": "on a grid 1/S (S = 2^k <= 2^20 or 10^k <= 10^6)",
+                "time_limit": "honoured (per call)", "tolerance": "exact (CP-SAT); 1e-7 feasibility (GLOP)"},
         description="OR-Tools CP-SAT (integer linf/l1/l2, exact encodings) and GLOP (continuous linf/l1)",
     )
 
@@ -111,7 +152,8 @@ class OrToolsSolver(Solver):
                 wmax = np.full(g.max() + 1, -np.inf)
                 np.minimum.at(wmin, g, w)
                 np.maximum.at(wmax, g, w)
-                if np.any(wmin != wmax):
+                has_terms = np.bincount(g, minlength=g.max() + 1) > 0  # a group without terms has no weights
+                if np.any(has_terms & (wmin != wmax)):
                     why.append("CP-SAT linf needs the same weight for all nodes of a group")
             if problem.linear and np.any(np.bincount(batch_components(problem)) > 1):
                 why.append("CP-SAT linf cannot honour a linear constraint coupling two groups exactly")
@@ -135,8 +177,6 @@ class OrToolsSolver(Solver):
             i = int(np.flatnonzero(free)[np.flatnonzero(bad)[0]])
             why.append(f"CP-SAT needs finite domains: {problem._label(i)} has no finite lower and upper bound "
                        "(add bounds, or non-negativity under a fixed ancestor)")
-        elif np.any(np.abs(np.r_[lo, hi]) > 1e12):
-            why.append("CP-SAT domains above 1e12 are refused (integer overflow risk)")
         elif problem.objective == "l2":
             chords = np.maximum(hi - lo, 1)[term[free]].sum()
             if chords > MAX_L2_CHORDS:
@@ -144,76 +184,89 @@ class OrToolsSolver(Solver):
                            f"(> {MAX_L2_CHORDS}); use highs (proven window) or projection/costtable")
         return why
 
-    def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise TypeError(f"ortools: unknown option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
-        batch_size = int(options.get("batch_size") or DEFAULT_BATCH_SIZE)
-        workers = int(options.get("num_workers") or 1)
+    def solve_problem(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
+        """Solve a supported problem (CP-SAT for integer problems, GLOP for LPs)."""
+        opts: OrToolsOptions = self.parse_options(options)
+        batch_size = int(opts.batch_size or DEFAULT_BATCH_SIZE)
+        workers = int(opts.num_workers or 1)
         t0 = time.perf_counter()
         deadline = None if time_limit is None else t0 + float(time_limit)
         values = np.where(problem.is_fixed, problem.fixed, np.nan)
-        stats: dict[str, Any] = {"backend": "cp-sat" if problem.integer else "glop", "batches": 0}
+        stats: dict[str, Any] = {"backend": "cp-sat" if problem.integer else "glop", "batches": 0,
+                                 "recentred": bool(opts.recentre)}
         if not problem.is_free.any():
-            return finish(problem, values, "optimal", self.name, t0, stats)
-        if problem.integer:
-            from hierdp.solvers.highs import _batches  # pure numpy helper, imports no solver
-
-            batches = _batches(problem, batch_size)
-        else:
-            batches = [None]  # GLOP solves an LP of any size in one go
+            return finish(problem, values, Status.OPTIMAL, self.name, t0, stats)
+        batches: list[Any] = plan_batches(problem, batch_size) if problem.integer else [None]  # GLOP: one LP
         anchors = anchor_values(problem)
-        chunk = partial(_solve_chunk, deadline=deadline, workers=workers, anchors=anchors)
-        status, parts, message = run_batches(chunk, problem, batches, executor=options.get("executor"),
-                                             progress=bool(options.get("progress")),
-                                             desc=f"ortools ({stats['backend']})")
+        shift = consistent_point(problem) if opts.recentre else None
+        chunk = partial(_solve_chunk, deadline=deadline, workers=workers, anchors=anchors, shift=shift)
+        out = run_batches(chunk, problem, batches, executor=opts.executor, progress=bool(opts.progress),
+                          desc=f"ortools ({stats['backend']})")
         stats["batches"] = len(batches)
-        for nodes, x in parts:
+        for nodes, x in out.parts:
             values[nodes] = x
-        if message:
-            stats["message"] = message
-        return finish(problem, values, status, self.name, t0, stats)
+        if out.message:
+            stats["message"] = out.message
+        if out.status != Status.OPTIMAL:
+            stats["failed_groups"] = out.failed
+            if out.incumbent is not None and out.complete:
+                values[out.incumbent[0]] = out.incumbent[1]
+            return finish(problem, values, out.status, self.name, t0, stats)
+        bound = float(np.sum(out.bounds)) if out.bounds and all(b is not None for b in out.bounds) else None
+        return finish(problem, values, Status.OPTIMAL, self.name, t0, stats, bound=bound)
 
 
 def _solve_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, deadline: float | None,
-                 workers: int, anchors: np.ndarray) -> tuple[str, list[tuple[np.ndarray, np.ndarray]], str]:
+                 workers: int, anchors: np.ndarray, shift: np.ndarray | None) -> ChunkResult:
     """Solve batches in order (CP-SAT for integer problems, GLOP for LPs)."""
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
-    try:
-        for subset in subsets:
-            arr = model_arrays(problem, subset=subset)
-            left = None if deadline is None else deadline - time.perf_counter()
-            if left is not None and left <= 0:
-                return "time limit", parts, ""
-            if problem.integer:
-                status, x = _cpsat(problem, arr, left, workers, anchors)
-            else:
-                status, x = _glop(arr, left)
-            if status != "optimal":
-                return status, parts, ""
-            parts.append((arr.nodes, x))
-    except ModelInfeasible as exc:
-        return "infeasible", parts, str(exc)
-    return "optimal", parts, ""
+    res = ChunkResult()
+    for subset in subsets:
+        failed = (np.arange(problem.n_groups, dtype=np.int64) if subset is None
+                  else np.asarray(subset, dtype=np.int64))
+        try:
+            arr = model_arrays(problem, subset=subset, shift=shift)
+        except ModelInfeasible as exc:
+            res.status, res.message, res.failed = Status.INFEASIBLE, str(exc), failed
+            return res
+        left = None if deadline is None else deadline - time.perf_counter()
+        if left is not None and left <= 0:
+            res.status, res.message, res.failed = Status.TIME_LIMIT, "no time left for this batch", failed
+            return res
+        if problem.integer:
+            status, x, incumbent, bound = _cpsat(problem, arr, left, workers, anchors)
+        else:
+            status, x, incumbent, bound = _glop(arr, left)
+        if status != Status.OPTIMAL:
+            res.status, res.failed = status, failed
+            if incumbent is not None:
+                res.incumbent = (arr.nodes, arr.unshift(incumbent))
+            return res
+        res.parts.append((arr.nodes, arr.unshift(x)))
+        res.bounds.append(bound)
+    return res
 
 
 def _domains(problem: Problem, arr: ModelArrays, anchors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer domains of the (recentred) variables: bounds, and a fixed ancestor's value."""
     lo = arr.lower.copy()
     hi = arr.upper.copy()
     if problem.nonnegative:
+        z = np.zeros(arr.n_vars) if arr.shift is None else arr.shift
         anc = anchors[arr.nodes]
-        hi = np.where(np.isnan(anc), hi, np.minimum(hi, np.floor(np.nan_to_num(anc) + 1e-9)))
+        hi = np.where(np.isnan(anc), hi, np.minimum(hi, np.floor(np.nan_to_num(anc) + 1e-9) - z))
     return lo, hi
 
 
 def _cpsat(problem: Problem, arr: ModelArrays, time_left: float | None, workers: int,
-           anchors: np.ndarray) -> tuple[str, np.ndarray]:
-    """One batch with CP-SAT (integer linf: rank encoding; integer l1/l2: grid scaling)."""
+           anchors: np.ndarray) -> tuple[Status, np.ndarray | None, np.ndarray | None, float | None]:
+    """One batch with CP-SAT (integer linf: rank encoding; integer l1/l2: grid scaling).
+
+    Returns ``(status, optimal values, incumbent, bound)`` in the model's (recentred) space."""
     from ortools.sat.python import cp_model
 
     lo, hi = _domains(problem, arr, anchors)
     if np.any(lo > hi):
-        return "infeasible", np.zeros(0)
+        return Status.INFEASIBLE, None, None, None
     m = cp_model.CpModel()
     y = [m.new_int_var(int(a), int(b), f"y{int(i)}") for a, b, i in zip(lo, hi, arr.nodes)]
     for r in range(arr.cons_node.size):
@@ -241,7 +294,7 @@ def _cpsat(problem: Problem, arr: ModelArrays, time_left: float | None, workers:
         span = np.maximum(np.abs(hi[v] * s - mm), np.abs(lo[v] * s - mm)) if v.size else np.zeros(0)
         power = 2 if arr.objective == "l2" else 1
         if v.size and float(np.sum(span.astype(float) ** power * ww)) > _INT_LIMIT:
-            return f"error ({arr.objective} objective too large for exact integer arithmetic)", np.zeros(0)
+            return Status.NUMERICAL, None, None, None
         t = []
         for q in range(v.size):
             d = int(span[q])
@@ -266,12 +319,13 @@ def _cpsat(problem: Problem, arr: ModelArrays, time_left: float | None, workers:
         solver.parameters.max_time_in_seconds = float(time_left)
     st = solver.solve(m)
     if st == cp_model.OPTIMAL:
-        return "optimal", np.array([solver.value(var) for var in y], dtype=float)
+        return Status.OPTIMAL, np.array([solver.value(var) for var in y], dtype=float), None, None
     if st == cp_model.INFEASIBLE:
-        return "infeasible", np.zeros(0)
+        return Status.INFEASIBLE, None, None, None
     if st in (cp_model.FEASIBLE, cp_model.UNKNOWN) and time_left is not None:
-        return "time limit" + (" (feasible, not proven optimal)" if st == cp_model.FEASIBLE else ""), np.zeros(0)
-    return f"error ({solver.status_name(st)})", np.zeros(0)
+        incumbent = np.array([solver.value(var) for var in y], dtype=float) if st == cp_model.FEASIBLE else None
+        return Status.TIME_LIMIT, None, incumbent, None
+    return Status.ERROR, None, None, None
 
 
 def _linf_ranks(m: Any, y: list[Any], arr: ModelArrays, lo: np.ndarray, hi: np.ndarray) -> None:
@@ -309,15 +363,20 @@ def _linf_ranks(m: Any, y: list[Any], arr: ModelArrays, lo: np.ndarray, hi: np.n
     m.minimize(sum(R) if R else 0)
 
 
-def _glop(arr: ModelArrays, time_left: float | None) -> tuple[str, np.ndarray]:
+def _glop(arr: ModelArrays, time_left: float | None
+          ) -> tuple[Status, np.ndarray | None, np.ndarray | None, float | None]:
     """A continuous linf/l1 LP with GLOP (simplex), same model as the HiGHS LP."""
     from ortools.linear_solver import pywraplp
 
     s = pywraplp.Solver.CreateSolver("GLOP")
+    # GLOP's presolve reports ABNORMAL (or, unrecentred at 1e10, a wrong optimum) when bounds are
+    # far larger than the rest of the model, as recentring makes them (measured: bounds -1e9,
+    # targets within 40): solve without it
+    s.SetSolverSpecificParametersAsString("use_preprocessing:false")
     inf = s.infinity()
 
     def fin(a: float) -> float:
-        return a if np.isfinite(a) else (inf if a > 0 else -inf)
+        return float(a) if np.isfinite(a) else (inf if a > 0 else -inf)
 
     y = [s.NumVar(fin(a), fin(b), f"y{int(i)}") for a, b, i in zip(arr.lower, arr.upper, arr.nodes)]
 
@@ -353,9 +412,9 @@ def _glop(arr: ModelArrays, time_left: float | None) -> tuple[str, np.ndarray]:
         s.SetTimeLimit(max(1, int(time_left * 1000)))
     st = s.Solve()
     if st == pywraplp.Solver.OPTIMAL:
-        return "optimal", np.array([var.solution_value() for var in y], dtype=float)
+        return Status.OPTIMAL, np.array([var.solution_value() for var in y], dtype=float), None, obj.Value()
     return {
-        pywraplp.Solver.INFEASIBLE: "infeasible",
-        pywraplp.Solver.UNBOUNDED: "unbounded",
-        pywraplp.Solver.NOT_SOLVED: "time limit" if time_left is not None else "not solved",
-    }.get(st, f"error (GLOP status {st})"), np.zeros(0)
+        pywraplp.Solver.INFEASIBLE: Status.INFEASIBLE,
+        pywraplp.Solver.UNBOUNDED: Status.UNBOUNDED,
+        pywraplp.Solver.NOT_SOLVED: Status.TIME_LIMIT if time_left is not None else Status.ERROR,
+    }.get(st, Status.ERROR), None, None, None

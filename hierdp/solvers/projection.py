@@ -21,10 +21,17 @@ from typing import Any
 
 import numpy as np
 
+from hierdp._segments import (
+    MAX_REAL_MAGNITUDE,
+    check_groups,
+    check_sums,
+    group_magnitude_problem,
+    segment_cumsum,
+    segment_sort,
+)
+from hierdp._segments import ulp_tolerance as _tolerance
 from hierdp.models.problem import Problem
-from hierdp.solvers.base import Capabilities, Solution, Solver
-from hierdp.solvers.intopt import _tolerance, check_groups, check_sums, segment_cumsum, segment_sort
-
+from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, Status, UnsupportedProblem, finish
 
 
 def _simplex_threshold(x: np.ndarray, c: np.ndarray, gid: np.ndarray, starts: np.ndarray,
@@ -136,9 +143,36 @@ def integer_l2(x: np.ndarray | list[float], total: int) -> np.ndarray:
 round_projection = integer_l2
 
 
+def check_projection(out: np.ndarray, offsets: np.ndarray, totals: np.ndarray, values: np.ndarray) -> None:
+    """Refuse a continuous projection whose groups miss their totals (beyond rounding) or go negative.
+
+    A guard against logic errors, not a precision certificate: ``tau`` comes from a cumulative sum
+    of up to ``b`` entries of ``values``, so the rounding of a group's sum is bounded by about ``b``
+    ulps of ``sum |values| + total`` per entry.
+    """
+    offs = np.asarray(offsets, dtype=np.int64)
+    sizes = np.diff(offs)
+    ne = sizes > 0
+    if not ne.any():
+        return
+    tot = np.asarray(totals, dtype=float)[ne]
+    sums = np.add.reduceat(out, offs[:-1][ne])
+    scale = np.add.reduceat(np.abs(np.asarray(values, dtype=float)), offs[:-1][ne]) + tot
+    tol = sizes[ne] * _tolerance(scale)
+    bad = (np.abs(sums - tot) > tol) | (np.minimum.reduceat(out, offs[:-1][ne]) < 0)
+    if bad.any():
+        g = int(np.flatnonzero(ne)[np.flatnonzero(bad)[0]])
+        raise RuntimeError(f"internal error: projected group {g} sums to {sums[np.flatnonzero(bad)[0]]!r}, not its "
+                           f"total {totals[g]!r}, or has a negative entry; please report this input")
+
+
 class ProjectionSolver(Solver):
     """Plug-in ``"projection"``: L2 TopDown levels, continuous (simplex projection) or integer
-    (exact optimal rounding of the projection)."""
+    (exact optimal rounding of the projection).
+
+    Refuses, before solving, magnitudes of 2^44 and beyond (real arithmetic must resolve units),
+    so ``auto`` falls back to another plug-in there.
+    """
 
     name = "projection"
     capabilities = Capabilities(
@@ -146,18 +180,31 @@ class ProjectionSolver(Solver):
         integer=True,
         continuous=True,
         structures=frozenset({"level"}),
-        weights=False,
-        bounds=False,
-        linear_constraints=False,
-        pyomo_hooks=False,
-        free_sign=False,
-        missing_targets=False,
+        features=frozenset(),
+        limits={"max_magnitude": MAX_REAL_MAGNITUDE, "time_limit": "not needed (one vectorized pass)",
+                "tolerance": "exact (integer); a few ulps per entry (continuous)"},
         description="sort-based projection onto the scaled simplex; exact integer L2 by greedy rounding",
     )
 
-    def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
-        if options:
-            raise TypeError(f"projection: unknown option(s) {sorted(options)}")
+    def unsupported_groups(self, values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, *, objective: str,
+                           integer: bool, weights: np.ndarray | None = None) -> list[str]:
+        """Refusals for a batch of groups, without building a :class:`Problem`."""
+        why = []
+        if objective != "l2":
+            why.append(f"objective {objective!r} not supported (supports ['l2'])")
+        if weights is not None and np.any(np.asarray(weights, dtype=float) != 1.0):
+            why.append("non-uniform objective weights not supported")
+        vals = np.asarray(values, dtype=float)
+        if np.any(np.isnan(vals)):
+            why.append("every free node needs a finite target (NaN targets not supported)")
+        mag = group_magnitude_problem(vals, np.asarray(totals, dtype=float), real_arithmetic=True)
+        if mag:
+            why.append(mag)
+        return why
+
+    def solve_problem(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
+        """Solve a supported level problem (:func:`integer_l2_batch` or :func:`project_batch`)."""
+        self.parse_options(options)
         t0 = time.perf_counter()
         parents, offsets, child_index, totals = problem.level_groups()
         x = problem.target[child_index]
@@ -166,14 +213,39 @@ class ProjectionSolver(Solver):
             values = np.rint(np.nan_to_num(problem.fixed)).astype(np.int64)
         else:
             y = project_batch(x, offsets, totals)
+            check_projection(y, offsets, totals, x)
             values = np.nan_to_num(problem.fixed).astype(np.float64)
         values[child_index] = y
-        return Solution(
-            values=values,
-            objective=problem.objective_value(values),
-            status="optimal",
-            solver=self.name,
-            wall_time=time.perf_counter() - t0,
-            stats={"n_groups": int(parents.size), "n_children": int(child_index.size),
-                   "integer": problem.integer},
-        )
+        sol = finish(problem, values, Status.OPTIMAL, self.name, t0,
+                     {"n_groups": int(parents.size), "n_children": int(child_index.size), "integer": problem.integer})
+        sol.bound, sol.gap = sol.objective, 0.0
+        return sol
+
+    def solve_groups(self, values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, *, objective: str,
+                     integer: bool = True, weights: np.ndarray | None = None, time_limit: float | None = None,
+                     **options: Any) -> GroupSolution:
+        """The projection (or its exact integer rounding) on the whole batch, without a
+        :class:`Problem`; the output is checked (sums, signs; exact int64 sums when integer)."""
+        why = self.unsupported_groups(values, offsets, totals, objective=objective, integer=integer, weights=weights)
+        if why:
+            raise UnsupportedProblem(f"solver {self.name!r} cannot solve these groups exactly: " + "; ".join(why))
+        self.parse_options(options)
+        t0 = time.perf_counter()
+        x = np.asarray(values, dtype=float)
+        if integer:
+            y = integer_l2_batch(x, offsets, totals)  # validates, and checks int64 sums and signs
+        else:
+            y = project_batch(x, offsets, totals)
+            check_projection(y, offsets, totals, x)
+        return GroupSolution(values=y, objective=float(np.sum((y - x) ** 2)), solver=self.name,
+                             wall_time=time.perf_counter() - t0,
+                             stats={"n_groups": int(np.asarray(totals).size), "n_children": int(x.size),
+                                    "integer": bool(integer)})
+
+    def extra_checks(self, problem: Problem) -> list[str]:
+        """Magnitudes of 2^44 and beyond (real arithmetic must resolve units)."""
+        if problem.structure != "level":
+            return []
+        _, _, child_index, totals = problem.level_groups()
+        why = group_magnitude_problem(problem.target[child_index], totals, real_arithmetic=True)
+        return [why] if why else []

@@ -324,8 +324,8 @@ def test_refuses_unsupported_and_infeasible():
         costtable_solve([-1, 0, 0], [5.0, 2.0, 2.0], fixed=[5, np.nan, np.nan], upper=[np.inf, 2, 2])
     deep = Problem([-1, 0, 1, 1], [1.0, 1.0, 1.0, 1.0], lower=[0, 8, 0, 0], upper=[9, 9, 3, 4])
     assert "node 1" in s.unsupported(deep)[0]
-    fixed_out = Problem([-1, 0], [1.0, 1.0], fixed=[np.nan, 5], upper=[np.inf, 4])
-    assert "node 1" in s.unsupported(fixed_out)[0]
+    with pytest.raises(ProblemError, match="node 1"):  # refused when stated (issue 15, item 4)
+        Problem([-1, 0], [1.0, 1.0], fixed=[np.nan, 5], upper=[np.inf, 4])
 
 
 # ---------------------------------------------------------------------- scale (kept fast)
