@@ -27,6 +27,7 @@ _BUILTIN: dict[str, str] = {
     "intopt": "hierdp.solvers.intopt:IntOptSolver",
     "projection": "hierdp.solvers.projection:ProjectionSolver",
     "costtable": "hierdp.solvers.costtable:CostTableSolver",
+    "chain": "hierdp.solvers.chain:ChainSolver",
     "highs": "hierdp.solvers.highs:HighsSolver",
     "ortools": "hierdp.solvers.ortools:OrToolsSolver",
     "paper_round": "hierdp.solvers.paper_round:PaperRoundSolver",
