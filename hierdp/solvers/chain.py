@@ -139,8 +139,9 @@ def chain_structure(problem: Problem) -> ChainStructure:
     # inequality edges between components: disjoint paths
     ca, cb = rep[a[~eq]], rep[b[~eq]]
     keep = ca != cb
-    pairs = np.unique(np.stack([ca[keep], cb[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), np.int64)
-    ca, cb = pairs[:, 0], pairs[:, 1]
+    key = np.sort(ca[keep] * np.int64(n_comp) + cb[keep])
+    key = key[np.concatenate([[True], key[1:] != key[:-1]])] if key.size else key  # repeated rows count once
+    ca, cb = key // n_comp, key % n_comp
     outdeg = np.bincount(ca, minlength=n_comp)
     indeg = np.bincount(cb, minlength=n_comp)
     if np.any(outdeg > 1) or np.any(indeg > 1):

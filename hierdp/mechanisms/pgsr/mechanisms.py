@@ -237,7 +237,7 @@ class GroupSizeMechanism(Mechanism):
         noisy, per_level = self._measure(ctx, data, parts, scales, sens)
         t1 = time.perf_counter()
         try:
-            values, info = self.post_process(data, noisy)
+            values, info = self.post_process(data, noisy, scales)
         except Exception as exc:
             raise self._aborted(ctx, exc) from exc
         t2 = time.perf_counter()
@@ -270,15 +270,27 @@ class GroupSizeMechanism(Mechanism):
             partial=None, spends=tuple(ctx.spends), spent=ctx.spent, accountant=ctx.ledger,
             external_accountant=ctx.external, level=-1, level_name="post-processing", parents=None, cause=exc)
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-        """The released ``(K, n_regions)`` int64 histograms from the noisy vectors."""
+    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
+        """The released ``(K, n_regions)`` int64 histograms from the noisy vectors (``scales``: the
+        geometric noise scale of each region level)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared post-processing
     def _solve(self, problem: Any) -> Any:
+        """Solve through the registry, then check feasibility independently of the plug-in
+        (``Problem.violations``: every constraint, from the parent array and the rows). The
+        registry's own ``verify`` adds L-inf group checks, irrelevant to these L2 problems and
+        slow on millions of chain rows, so it is replaced by this check."""
         import hierdp
+        from hierdp.solvers.base import SolverFailed, Status
 
-        return hierdp.solve(problem, solver=self.solver, time_limit=self.time_limit, **self.solver_options)
+        sol = hierdp.solve(problem, solver=self.solver, time_limit=self.time_limit, verify=False,
+                           **self.solver_options)
+        bad = problem.violations(sol.values)
+        if bad:
+            raise SolverFailed(self.solver_name, Status.INFEASIBLE_RESULT, "; ".join(bad))
+        return sol
 
     def _add_region_totals_rows(self, problem: Any, data: CountOfCounts, dp: DPTree) -> None:
         """``sum_k c_{(k, r)} = G_r`` for every region (one CSR block)."""
@@ -326,7 +338,8 @@ class MH(GroupSizeMechanism):
                     "guaranteed; count_violations() gives #CV",)
         return ()
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
         dp = data.dp_tree()
         problem = dp.problem(noisy, integer=not self.relaxed)
         if self.region_totals_public:
@@ -351,7 +364,8 @@ class MDP(GroupSizeMechanism):
                 "cannot honour; use MH (exact) with solver 'highs' or 'ortools'")
         super().__init__(epsilon, delta, **kwargs)
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
         dp = data.dp_tree()
         sol = self._solve(dp.problem(noisy))
         return _dp_solution(dp, sol.values), {"objective": float(sol.objective),
@@ -451,7 +465,8 @@ class MHC(GroupSizeMechanism):
                     "faithfulness are not guaranteed; count_violations() gives #CV",)
         return ()
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
         n, K = data.n_regions, data.K
         if self.formulation == "prefix":
             p = prefix_problem(data, noisy, integer=not self.relaxed)
@@ -487,7 +502,8 @@ class CumulativeDP(GroupSizeMechanism):
                                           "of this mechanism cannot honour it (use MHC)")
         super().__init__(epsilon, delta, **kwargs)
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
         from hierdp.solvers._isotonic import clip_isotonic
 
         proj = np.empty(noisy.shape)
@@ -500,7 +516,8 @@ class CumulativeDP(GroupSizeMechanism):
                                               "solver_seconds": float(sol.wall_time)}
 
 
-def chain_problem(data: CountOfCounts, chain_targets: np.ndarray, *, integer: bool = True) -> tuple[Any, np.ndarray]:
+def chain_problem(data: CountOfCounts, chain_targets: np.ndarray, *, integer: bool = True,
+                  weights: np.ndarray | None = None) -> tuple[Any, np.ndarray]:
     """Model 3 (C6-C10): one variable per position of the post-order chain of the DP hierarchy,
     the last (the dummy root) fixed at ``G`` (C7), "=" rows where the chain moves up to a parent
     (C8), monotone rows elsewhere (C9), non-negativity and integrality (C10).
@@ -518,7 +535,10 @@ def chain_problem(data: CountOfCounts, chain_targets: np.ndarray, *, integer: bo
     node_target = np.concatenate([[np.nan], np.asarray(chain_targets, dtype=float).ravel()])
     fixed = np.full(N, np.nan)
     fixed[-1] = data.G
-    p = Problem(np.full(N, -1, np.int64), node_target[order], fixed=fixed, objective="l2", integer=integer)
+    w = None
+    if weights is not None:
+        w = np.concatenate([[1.0], np.asarray(weights, dtype=float).ravel()])[order]
+    p = Problem(np.full(N, -1, np.int64), node_target[order], fixed=fixed, objective="l2", integer=integer, weights=w)
     equal = dp.chain_equal_edges()
     pos = np.arange(1, N, dtype=np.int64)
     ge = pos[~equal]
@@ -551,9 +571,12 @@ class ChainDP(GroupSizeMechanism):
     needed_features = frozenset({"cumulative", "linear_constraints"})
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, measure: str = "per_region",
-                 **kwargs: Any) -> None:
+                 weighting: str = "uniform", **kwargs: Any) -> None:
         if measure not in ("per_region", "level_vector"):
             raise MechanismParameterError(f"measure must be 'per_region' or 'level_vector', got {measure!r}")
+        if weighting not in ("uniform", "inverse_variance"):
+            raise MechanismParameterError(f"weighting must be 'uniform' or 'inverse_variance', got {weighting!r}")
+        self.weighting = weighting
         if kwargs.get("region_totals_public"):
             raise MechanismParameterError("region_totals_public=True is not a chain constraint; the chain DP cannot "
                                           "honour it (use MHC)")
@@ -562,17 +585,29 @@ class ChainDP(GroupSizeMechanism):
         super().__init__(epsilon, delta, **kwargs)
 
     def params(self) -> dict[str, Any]:
-        return {**super().params(), "measure": self.measure}
+        return {**super().params(), "measure": self.measure, "weighting": self.weighting}
 
     def notes(self) -> tuple[str, ...]:
         if self.measure == "level_vector":
             return ("level-wide cumulative vectors calibrated to their sensitivity m_l (regions per level), not 1",)
         return ()
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
         lp = data.regions.level_ptr
         targets = chain_targets_from_region_cumulatives(noisy, lp) if self.measure == "per_region" else noisy
-        p, order = chain_problem(data, targets)
+        weights = None
+        if self.weighting == "inverse_variance":
+            # a chain target at level l sums m_l noisy values (per-region measurement) or is one value
+            # (level vector); its variance is that many discrete-Laplace variances of the level's scale
+            var = np.empty(data.n_regions)
+            for lev in range(data.n_levels):
+                a, b = int(lp[lev]), int(lp[lev + 1])
+                alpha = np.exp(-1.0 / scales[lev])
+                terms = (b - a) if self.measure == "per_region" else 1
+                var[a:b] = terms * 2 * alpha / (1 - alpha) ** 2
+            weights = np.broadcast_to(1.0 / var, targets.shape)
+        p, order = chain_problem(data, targets, weights=weights)
         sol = self._solve(p)
         s_nodes = np.empty(order.size, np.int64)
         s_nodes[order] = np.asarray(sol.values, dtype=np.int64)
