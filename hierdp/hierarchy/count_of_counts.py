@@ -276,7 +276,7 @@ class CountOfCounts:
         too_big = sizes > K
         if too_big.any() and not top_code:
             i = int(np.flatnonzero(too_big)[np.argmax(sizes[too_big])])
-            raise GroupSizeError(f"K={K} is smaller than an observed size: unit {unit_ids.iloc[i]!r} has size "
+            raise GroupSizeError(f"K={K} is smaller than an observed size: unit {_show(unit_ids.iloc[i])!r} has size "
                                  f"{int(sizes[i])} ({int(too_big.sum())} unit(s) above K; pass a larger K, or "
                                  "top_code=True to count them in size K)")
         sizes = np.minimum(sizes, K)
@@ -374,6 +374,11 @@ class DPTree:
 
 
 # ---------------------------------------------------------------------------------- helpers
+def _show(x: Any) -> Any:
+    """A numpy scalar as the plain Python value (so messages read ``3``, not ``np.int64(3)``)."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
 def _largest_size(hist: np.ndarray) -> int:
     nz = np.flatnonzero(hist.sum(axis=0) > 0)
     return int(nz[-1]) + 1 if nz.size else 0
@@ -436,7 +441,7 @@ def _need_columns(df: pd.DataFrame, cols: Sequence[str]) -> None:
     for c in cols:
         bad = df[c].isna().to_numpy()
         if bad.any():
-            raise GroupSizeError(f"column {c!r} has a missing value at row {df.index[int(np.flatnonzero(bad)[0])]!r}")
+            raise GroupSizeError(f"column {c!r} has a missing value at row {_show(df.index[int(np.flatnonzero(bad)[0])])!r}")
 
 
 def _check_unit_regions(df: pd.DataFrame, unit: str, levels: list[str], *, per_person: bool) -> None:
@@ -451,11 +456,11 @@ def _check_unit_regions(df: pd.DataFrame, unit: str, levels: list[str], *, per_p
     if clash.any():
         u = distinct[unit].to_numpy()[clash][0]
         paths = distinct.loc[distinct[unit] == u, levels].astype(str).agg("/".join, axis=1).tolist()
-        raise GroupSizeError(f"unit {u!r} is in two regions: {paths[0]!r} and {paths[1]!r}")
+        raise GroupSizeError(f"unit {_show(u)!r} is in two regions: {paths[0]!r} and {paths[1]!r}")
     if not per_person:
         u = ids.to_numpy()[dup][0]
         rows = df.index[ids.to_numpy() == u].tolist()
-        raise GroupSizeError(f"unit {u!r} is listed twice (rows {rows[0]!r} and {rows[1]!r}); give one row per "
+        raise GroupSizeError(f"unit {_show(u)!r} is listed twice (rows {_show(rows[0])!r} and {_show(rows[1])!r}); give one row per "
                              "group (or use from_persons for one row per person)")
 
 
@@ -469,9 +474,9 @@ def _check_persons(df: pd.DataFrame, person: str, unit: str) -> None:
     if clash.any():
         p = sub[person].to_numpy()[clash][0]
         units = sub.loc[sub[person] == p, unit].tolist()
-        raise GroupSizeError(f"person {p!r} is in two units: {units[0]!r} and {units[1]!r}")
+        raise GroupSizeError(f"person {_show(p)!r} is in two units: {_show(units[0])!r} and {_show(units[1])!r}")
     p = pair[person].to_numpy()[dup][0]
-    raise GroupSizeError(f"person {p!r} is listed twice in unit {pair.loc[pair[person] == p, unit].iloc[0]!r}")
+    raise GroupSizeError(f"person {_show(p)!r} is listed twice in unit {_show(pair.loc[pair[person] == p, unit].iloc[0])!r}")
 
 
 def _positive_sizes(col: pd.Series, name: str) -> np.ndarray:
@@ -481,12 +486,12 @@ def _positive_sizes(col: pd.Series, name: str) -> np.ndarray:
     bad = vals.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise GroupSizeError(f"non-numeric size {col.iloc[i]!r} in column {name!r}, row {col.index[i]!r}")
+        raise GroupSizeError(f"non-numeric size {_show(col.iloc[i])!r} in column {name!r}, row {_show(col.index[i])!r}")
     arr = vals.to_numpy(dtype=float)
     bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (arr <= 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise GroupSizeError(f"size {col.iloc[i]!r} in column {name!r}, row {col.index[i]!r} is not a positive "
+        raise GroupSizeError(f"size {_show(col.iloc[i])!r} in column {name!r}, row {_show(col.index[i])!r} is not a positive "
                              "integer (a group has at least one member)")
     if np.any(arr >= 2.0 ** 53):
         i = int(np.flatnonzero(arr >= 2.0 ** 53)[0])

@@ -149,7 +149,8 @@ class GroupSizeMechanism(Mechanism):
         return s.name if not isinstance(solver, Solver) else solver  # type: ignore[return-value]
 
     def _solver_structure_refusal(self, name: str) -> list[str]:
-        return []
+        # every problem but the chain mechanism's has tree consistency, which the chain plug-in refuses
+        return ["the chain DP solves chains of difference constraints, not tree consistency"] if name == "chain" else []
 
     @property
     def solver_name(self) -> str:
@@ -587,6 +588,9 @@ class ChainDP(GroupSizeMechanism):
     def params(self) -> dict[str, Any]:
         return {**super().params(), "measure": self.measure, "weighting": self.weighting}
 
+    def _solver_structure_refusal(self, name: str) -> list[str]:
+        return []
+
     def notes(self) -> tuple[str, ...]:
         if self.measure == "level_vector":
             return ("level-wide cumulative vectors calibrated to their sensitivity m_l (regions per level), not 1",)
@@ -630,9 +634,6 @@ class GroupSizeTopDown(GroupSizeMechanism):
             raise MechanismParameterError("region_totals_public=True couples the size subtrees; TopDown's per-group "
                                           "solves cannot honour it (use MHC or MH)")
         super().__init__(epsilon, delta, **kwargs)
-
-    def _solver_structure_refusal(self, name: str) -> list[str]:
-        return ["the chain DP does not solve TopDown levels"] if name == "chain" else []
 
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Accountant | None = None, progress: bool = False) -> NodeHistogramRelease:
