@@ -92,7 +92,13 @@ class GroupSizeMechanism(Mechanism):
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, budget: Budget | None = None,
                  level_split: Any = "uniform", solver: Any = None, time_limit: float | None = None,
                  region_totals_public: bool = False, secure: bool = False,
-                 solver_options: dict[str, Any] | None = None) -> None:
+                 solver_options: dict[str, Any] | None = None, contributions: Any = 1) -> None:
+        from hierdp.privacy.unit import check_contributions
+
+        if check_contributions(contributions) != 1:
+            raise MechanismParameterError(
+                f"contributions={contributions!r}: group-size neighbours add or remove one person in one group; "
+                "the sensitivities of paper 001 (Lemma 4 and 6) are for one person (m = 1)")
         self.resolve_privacy(epsilon, delta, None, budget, unit=GroupSizeUnit(), bounded=True, contributions=1,
                              distinct=False, calculus="pure", secure=secure)
         if not (isinstance(level_split, str) and level_split == "uniform"):
@@ -219,9 +225,7 @@ class GroupSizeMechanism(Mechanism):
         ``MechanismParameterError`` for options that do not fit the data, ``BudgetExceeded``.
         After noise, a solver failure raises :class:`ReleaseAborted` (spends attached).
         """
-        if not isinstance(data, CountOfCounts):
-            raise TypeError(f"{self.name} releases a CountOfCounts (hierdp.hierarchy.count_of_counts), got "
-                            f"{type(data).__name__}")
+        _check_count_of_counts(data, self.name)
         missing = getattr(data, "_missing_public", [])
         if missing:
             raise ObservedDomainError(
@@ -640,8 +644,7 @@ class GroupSizeTopDown(GroupSizeMechanism):
         from hierdp.mechanisms.pgsr.topdown_tree import DPTopDownTree
         from hierdp.mechanisms.topdown.engine import TopDownMechanism
 
-        if not isinstance(data, CountOfCounts):
-            raise TypeError(f"{self.name} releases a CountOfCounts, got {type(data).__name__}")
+        _check_count_of_counts(data, self.name)
         missing = getattr(data, "_missing_public", [])
         if missing:
             raise ObservedDomainError(f"refusing to release with {self.name}: " + " and ".join(missing)
@@ -669,5 +672,8 @@ class GroupSizeTopDown(GroupSizeMechanism):
             timings={"release_s": time.perf_counter() - t0}, level_totals=data.G, consistent=True, cell_name="size")
 
 
-def _as_list(x: Sequence[Any]) -> list[Any]:
-    return list(x)
+def _check_count_of_counts(data: Any, name: str) -> None:
+    """A CountOfCounts, or an object exposing one's attributes (wrappers that restate the domain)."""
+    if not (isinstance(data, CountOfCounts) or all(hasattr(data, a) for a in ("by_size", "regions", "dp_tree", "K"))):
+        raise TypeError(f"{name} releases a CountOfCounts (hierdp.hierarchy.count_of_counts), got "
+                        f"{type(data).__name__}")
