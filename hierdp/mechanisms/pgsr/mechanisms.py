@@ -131,6 +131,12 @@ class GroupSizeMechanism(Mechanism):
         from hierdp.solvers import get
         from hierdp.solvers.base import Solver
 
+        if solver == "pdlp":
+            if self.needs_integer:
+                raise MechanismParameterError(f"solver 'pdlp' (a first-order QP method) only solves the relaxation "
+                                              f"of the OP baselines, not {self.name}")
+            return "pdlp"
+
         try:
             s = solver if isinstance(solver, Solver) else get(solver)
         except KeyError as exc:
@@ -288,8 +294,14 @@ class GroupSizeMechanism(Mechanism):
         registry's own ``verify`` adds L-inf group checks, irrelevant to these L2 problems and
         slow on millions of chain rows, so it is replaced by this check."""
         import hierdp
-        from hierdp.solvers.base import SolverFailed, Status
+        from hierdp.solvers.base import Solution, SolverFailed, Status
 
+        if self.solver == "pdlp":
+            from hierdp.mechanisms.pgsr._pdlp import solve_relaxation
+
+            x, st = solve_relaxation(problem, time_limit=self.time_limit, **self.solver_options)
+            return Solution(values=x, objective=problem.objective_value(x), status=Status.OPTIMAL, solver="pdlp",
+                            wall_time=st["seconds"], stats=st)
         sol = hierdp.solve(problem, solver=self.solver, time_limit=self.time_limit, verify=False,
                            **self.solver_options)
         bad = problem.violations(sol.values)
@@ -317,7 +329,8 @@ class MH(GroupSizeMechanism):
     M̃_H (continuous QP, then round-half-up per cell: consistency and faithfulness may break).
 
     ``solver``: ``"highs"`` (default; exact integer L2 as a PWL-epigraph MIP) or ``"ortools"``
-    (CP-SAT); the relaxation needs a continuous QP solver (``highs``).
+    (CP-SAT); the relaxation needs a continuous QP solver: ``highs`` (small instances) or
+    ``"pdlp"`` (OR-Tools' first-order QP method, relative tolerance 1e-8: census scale).
     """
 
     name = "M_H"
