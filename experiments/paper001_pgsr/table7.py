@@ -37,10 +37,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", default="0.1,0.5,1.0")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--skip-op", action="store_true", help="leave out the relaxed OP baselines (PDLP, minutes each)")
+    ap.add_argument("--only-op", action="store_true", help="only the relaxed OP baselines (and M_DP for reference)")
+    ap.add_argument("--op-seeds", type=int, default=None, help="seeds for the OP baselines (default: --seeds)")
+    ap.add_argument("--tag", default="", help="suffix of the output files (e.g. _op)")
     ap.add_argument("--op-time-limit", type=float, default=1800.0)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     eps_list = [float(e) for e in args.eps.split(",")]
+    tag = args.tag
     out = __import__("pathlib").Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frames, notes = [], []
@@ -49,7 +53,10 @@ def main(argv: list[str] | None = None) -> None:
         data = builders[ds]()
         print(f"{ds}: {data}", flush=True)
         rows = [r for r in LINEUP if not (args.skip_op and r.op)]
-        jobs = [(e, r, s) for e in eps_list for r in rows for s in range(args.seeds)]
+        if args.only_op:
+            rows = [r for r in LINEUP if r.op or r.name == "pgsr_mdp"]
+        op_seeds = args.seeds if args.op_seeds is None else args.op_seeds
+        jobs = [(e, r, s) for e in eps_list for r in rows for s in range(op_seeds if r.op else args.seeds)]
         for eps, row, seed in tqdm(jobs, desc=ds):
             try:
                 df, _, _ = run_row(row, data, eps, seed, time_limit=args.op_time_limit if row.op else None)
@@ -58,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             df.insert(0, "dataset", ds)
             frames.append(df)
-            pd.concat(frames).to_csv(out / "pgsr_table7_runs.csv", index=False)
+            pd.concat(frames).to_csv(out / f"pgsr_table7_runs{tag}.csv", index=False)
     runs = pd.concat(frames, ignore_index=True)
     summary = (runs.groupby(["dataset", "epsilon", "mechanism", "level", "level_name"], sort=False)
                .agg(l1_total=("l1_total", "mean"), l1_per_cell=("l1_per_cell", "mean"),
@@ -66,13 +73,13 @@ def main(argv: list[str] | None = None) -> None:
                     faithfulness_violations=("faithfulness_violations", "mean"),
                     all_consistent=("consistent_valid_faithful", "all"), runs=("seed", "nunique"))
                .reset_index())
-    summary.to_csv(out / "pgsr_table7_summary.csv", index=False)
+    summary.to_csv(out / f"pgsr_table7_summary{tag}.csv", index=False)
     _print_table(summary)
-    _vs_paper(summary).to_csv(out / "pgsr_table7_vs_paper.csv", index=False)
-    _figures(summary, out)
+    _vs_paper(summary).to_csv(out / f"pgsr_table7_vs_paper{tag}.csv", index=False)
+    _figures(summary, out, tag)
     print_notes(notes)
-    print(f"\nwrote {out / 'pgsr_table7_runs.csv'}, pgsr_table7_summary.csv, pgsr_table7_vs_paper.csv, "
-          "pgsr_fig8_runtimes.png, pgsr_fig9_errors.png")
+    print(f"\nwrote {out}/pgsr_table7_runs{tag}.csv, pgsr_table7_summary{tag}.csv, pgsr_table7_vs_paper{tag}.csv, "
+          f"pgsr_fig8_runtimes{tag}.png, pgsr_fig9_errors{tag}.png")
 
 
 def _print_table(summary: pd.DataFrame) -> None:
@@ -108,7 +115,7 @@ def _vs_paper(summary: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _figures(summary: pd.DataFrame, out) -> None:
+def _figures(summary: pd.DataFrame, out, tag: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -124,7 +131,7 @@ def _figures(summary: pd.DataFrame, out) -> None:
         ax.set_ylabel("seconds per release (log)")
         ax.tick_params(axis="x", labelrotation=60, labelsize=7)
     fig.tight_layout()
-    fig.savefig(out / "pgsr_fig8_runtimes.png", dpi=110)
+    fig.savefig(out / f"pgsr_fig8_runtimes{tag}.png", dpi=110)
     plt.close(fig)
     levels = sorted(summary.level.unique())
     fig, axes = plt.subplots(len(datasets), len(levels), figsize=(4.5 * len(levels), 4 * len(datasets)), squeeze=False)
@@ -140,7 +147,7 @@ def _figures(summary: pd.DataFrame, out) -> None:
             ax.set_ylabel("mean |error| per cell")
     axes[0][-1].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(out / "pgsr_fig9_errors.png", dpi=110)
+    fig.savefig(out / f"pgsr_fig9_errors{tag}.png", dpi=110)
     plt.close(fig)
 
 

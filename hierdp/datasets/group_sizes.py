@@ -42,8 +42,8 @@ def _two_level_regions(parents: list[str], children_per_parent: list[int], root:
 
 
 def census_like(seed: int = 0, *, K: int = 1000, households: float = 117.6e6, n_states: int = 52,
-                n_counties: int = 3144, outlier_rate: float = 1 / 200_000, top_ratio_scale: float = 0.8
-                ) -> CountOfCounts:
+                n_counties: int = 3144, outlier_rate: float = 1 / 200_000, top_ratio_scale: float = 0.8,
+                min_households: int = 100) -> CountOfCounts:
     """A seeded census-like count-of-counts hierarchy (paper 001 §11, decision A9).
 
     Per county: households ~ lognormal (rescaled to ``households`` in all); sizes 1..6 and "7+"
@@ -51,7 +51,8 @@ def census_like(seed: int = 0, *, K: int = 1000, households: float = 117.6e6, n_
     geometrically with ratio ``q = clip(top_ratio_scale * c7+/c6, 0.05, 0.9)`` (the paper keeps
     the 7/6 ratio between consecutive sizes; the scale 0.8 puts the national person total near
     305 M); ``Poisson(1 + households * outlier_rate)`` group-quarters outliers per county with
-    size uniform in 100..K.
+    size uniform in 100..K. With ``K < 7`` sizes from K up are counted in size K (top-coded),
+    without augmentation.
     """
     rng = np.random.default_rng(seed)
     weights = rng.lognormal(0.0, 0.8, n_states)
@@ -59,10 +60,14 @@ def census_like(seed: int = 0, *, K: int = 1000, households: float = 117.6e6, n_
     states = [f"S{i + 1:02d}" for i in range(n_states)]
     regions = _two_level_regions(states, list(per_state), "US", ("state", "county"), "{p}C{i:03d}")
     hh = rng.lognormal(0.0, 1.3, n_counties)
-    hh = np.maximum(np.round(hh / hh.sum() * households), 100).astype(np.int64)
+    hh = np.maximum(np.round(hh / hh.sum() * households), min_households).astype(np.int64)
     shares = rng.dirichlet(SF1_SIZE_SHARES * 400, size=n_counties)
     base = rng.multinomial(hh, shares)  # (counties, 7): sizes 1..6 and 7+
     hist = np.zeros((n_counties, K), np.int64)
+    if K < 7:
+        hist[:, :K - 1] = base[:, :K - 1]
+        hist[:, K - 1] = base[:, K - 1:].sum(axis=1)
+        return CountOfCounts.from_histograms(regions, hist, K=K)
     hist[:, :6] = base[:, :6]
     q = np.clip(top_ratio_scale * base[:, 6] / np.maximum(base[:, 5], 1), 0.05, 0.9)
     ks = np.arange(7, K + 1)
@@ -70,7 +75,7 @@ def census_like(seed: int = 0, *, K: int = 1000, households: float = 117.6e6, n_
     probs /= probs.sum(axis=1, keepdims=True)
     hist[:, 6:] = rng.multinomial(base[:, 6], probs)
     outliers = rng.poisson(1.0 + hh * outlier_rate)
-    sizes = rng.integers(100, K + 1, int(outliers.sum()))
+    sizes = rng.integers(min(100, K), K + 1, int(outliers.sum()))
     county_of = np.repeat(np.arange(n_counties), outliers)
     np.add.at(hist, (county_of, sizes - 1), 1)
     return CountOfCounts.from_histograms(regions, hist, K=K)
