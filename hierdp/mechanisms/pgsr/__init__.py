@@ -1,0 +1,28 @@
+"""Paper 001 (PGSR): private group-size (count-of-counts) releases over a region hierarchy.
+
+* :mod:`.unit` - the neighbour relation and the sensitivities (Lemma 4: 2, Lemma 6: 1, the chain's
+  level-wide vector: the number of regions of the level);
+* :mod:`.transforms` - Γ, Γ⁻¹, level-wide running sums and the chain coordinates;
+* :mod:`.mechanisms` - :class:`MH` (exact or relaxed), :class:`MDP`, :class:`MHC` (exact or
+  relaxed), :class:`CumulativeDP`, :class:`ChainDP`, :class:`GroupSizeTopDown`;
+* :mod:`.topdown_tree` - the DP hierarchy as a TopDown tree.
+
+Data: :class:`hierdp.hierarchy.count_of_counts.CountOfCounts`. See ``docs/pgsr.md``.
+"""
+
+from hierdp.mechanisms.pgsr.mechanisms import (
+    MDP,
+    MH,
+    MHC,
+    ChainDP,
+    CumulativeDP,
+    GroupSizeMechanism,
+    GroupSizeTopDown,
+    chain_problem,
+    cumulative_problem,
+    prefix_problem,
+)
+from hierdp.mechanisms.pgsr.unit import GroupSizeUnit
+
+__all__ = ["MH", "MDP", "MHC", "CumulativeDP", "ChainDP", "GroupSizeTopDown", "GroupSizeMechanism",
+           "GroupSizeUnit", "chain_problem", "cumulative_problem", "prefix_problem"]

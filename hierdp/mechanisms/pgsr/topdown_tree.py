@@ -1,0 +1,100 @@
+"""The DP hierarchy of a :class:`CountOfCounts` as a :class:`~hierdp.hierarchy.topdown_tree.TopDownTree`.
+
+Keys are DP-node indices (``0`` the dummy root, ``1 + (k-1) * n_regions + r`` for size ``k`` in
+region ``r``); children are generated from the region tree's ``child_ptr`` on demand, so TopDown
+never materializes the ``1 + K * n_regions`` nodes it drops (zero counts released as zero).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hierdp.hierarchy.count_of_counts import CountOfCounts
+from hierdp.hierarchy.topdown_tree import gather_children
+
+__all__ = ["DPTopDownTree"]
+
+
+class _Namer:
+    def __init__(self, data: CountOfCounts) -> None:
+        self._names = np.asarray(data.regions.names, dtype=object)
+        self._n = data.n_regions
+
+    def key_names(self, level: int, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.int64)
+        if level == 0:
+            return np.array(["(all groups)"] * keys.size, dtype=object)
+        k, r = np.divmod(keys - 1, self._n)
+        return np.array([f"{self._names[ri]}|size {ki + 1}" for ki, ri in zip(k, r)], dtype=object)
+
+    def key_columns(self, level: int, keys: np.ndarray) -> dict[str, np.ndarray]:
+        keys = np.asarray(keys, dtype=np.int64)
+        if level == 0:
+            return {"region": np.array([""] * keys.size, dtype=object), "size": np.zeros(keys.size, np.int64)}
+        k, r = np.divmod(keys - 1, self._n)
+        return {"region": self._names[r], "size": k + 1}
+
+
+class DPTopDownTree:
+    """TopDown view of the DP hierarchy (see the module docstring)."""
+
+    def __init__(self, data: CountOfCounts) -> None:
+        self.data = data
+        regions = data.regions
+        self._n = data.n_regions
+        self._child_ptr = np.asarray(regions.child_ptr, dtype=np.int64)
+        self._rparent = np.asarray(regions.parent, dtype=np.int64)
+        self._flat = data.by_size.ravel()
+        self.n_levels = int(regions.n_levels) + 1
+        self.level_names = ["(all groups)"] + [str(x) for x in regions.level_names]
+        self.root_key = 0
+        self.root_count = int(data.G)
+        self.namer = _Namer(data)
+        self.domain_source = data.domain_source
+        self.domain_assumption = data.domain_assumption
+
+    def expand(self, level: int, parent_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pk = np.asarray(parent_keys, dtype=np.int64)
+        K, n = self.data.K, self._n
+        if level == 0:
+            kids = 1 + np.arange(K, dtype=np.int64) * n  # national node of every size (region 0 = root)
+            offsets = np.array([0, K] if pk.size == 1 else np.arange(pk.size + 1) * K, dtype=np.int64)
+            kids = np.tile(kids, pk.size)
+        else:
+            k0, r = np.divmod(pk - 1, n)
+            starts = self._child_ptr[r]
+            sizes = self._child_ptr[r + 1] - starts
+            regions_, offsets = gather_children(starts, sizes)
+            kids = 1 + np.repeat(k0, sizes) * n + regions_
+        return kids, offsets, self._flat[kids - 1]
+
+    def counts(self, level: int, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.int64)
+        return np.where(keys == 0, self.root_count, self._flat[np.maximum(keys - 1, 0)])
+
+    def nonzero(self, level: int) -> tuple[np.ndarray, np.ndarray]:
+        if level == 0:
+            return np.array([0], np.int64), np.array([self.root_count], np.int64)
+        lp = self.data.regions.level_ptr
+        regs = np.arange(lp[level - 1], lp[level], dtype=np.int64)
+        keys = (1 + np.arange(self.data.K, dtype=np.int64)[:, None] * self._n + regs[None, :]).ravel()
+        keys.sort()
+        c = self._flat[keys - 1]
+        m = c != 0
+        return keys[m], c[m]
+
+    def parent_of(self, level: int, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.int64)
+        if level <= 1:
+            return np.zeros(keys.size, np.int64)
+        k0, r = np.divmod(keys - 1, self._n)
+        return 1 + k0 * self._n + self._rparent[r]
+
+    def level_size(self, level: int) -> int:
+        if level == 0:
+            return 1
+        lp = self.data.regions.level_ptr
+        return int(self.data.K * (lp[level] - lp[level - 1]))
+
+    def key_names(self, level: int, keys: np.ndarray) -> np.ndarray:
+        return self.namer.key_names(level, keys)
