@@ -32,7 +32,7 @@ from hierdp.hierarchy.geography import free_root_name
 PATH_SEP = "/"
 DEFAULT_ROOT_NAME = "total"
 
-__all__ = ["FrameTree", "frame_arrays", "edge_arrays", "graph_arrays", "check_graph_levels", "PATH_SEP"]
+__all__ = ["FrameTree", "FrameStructure", "frame_structure", "frame_arrays", "edge_arrays", "graph_arrays", "check_graph_levels", "PATH_SEP"]
 
 
 def _plain_index(values: np.ndarray) -> pd.Index:
@@ -136,30 +136,99 @@ def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), labels
 
 
-def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,
-                 root_name: str | None = None, domain: Any = None) -> FrameTree:
-    """Canonical arrays of the hierarchy of a frame with one column per level (coarse to fine).
+@dataclass(frozen=True)
+class FrameStructure:
+    """A frame's hierarchy in canonical order without node names (see :func:`frame_structure`).
 
-    Each row is one unit (``count=None``) or carries a count in column ``count``; rows with the
-    same leaf path are summed. Node names are paths of level values joined by ``"/"`` from the
-    first level down (``"Europe/Italy/Lazio/Rome"``); the root is ``root_name`` and
-    ``level_names == [root_name, *levels]``. Children are sorted by value within each parent.
+    Attributes:
+        parent, level_ptr, counts, level_names: as in :class:`FrameTree`.
+        root_name: the root's name.
+        labels: per level below the root, the sorted distinct values of its column as strings.
+        label_code: per node, the index of its value in ``labels[level - 1]`` (-1 for the root).
+    """
 
-    ``domain``: a frame of the level columns (or a Geography) listing every possible path;
-    the tree then has exactly the domain's nodes (those without rows count 0) and a row whose
-    path is not in it is refused. Without it the nodes are the rows' paths.
+    parent: np.ndarray
+    level_ptr: np.ndarray
+    level_names: list[str]
+    counts: np.ndarray
+    root_name: str
+    labels: list[np.ndarray]
+    label_code: np.ndarray
 
-    ``root_name=None`` names the root ``"total"``, or ``"(total)"`` when a first-level value
-    or a level column is spelled ``total``; an explicit ``root_name`` that clashes is refused.
+    def names_of(self, level: int, nodes: np.ndarray) -> np.ndarray:
+        """``"/"``-joined path names (object array of str) of the given nodes of ``level``
+        (global canonical indices), built from their ancestors' labels, one level at a time."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if level == 0:
+            return np.full(nodes.size, self.root_name, dtype=object)
+        chain = [nodes]
+        for _ in range(level - 1):
+            chain.append(self.parent[chain[-1]])
+        names = self.labels[0][self.label_code[chain[-1]]]
+        for lev in range(2, level + 1):  # one string concatenation per node and level
+            names = names + _with_sep(self.labels[lev - 1])[self.label_code[chain[level - lev]]]
+        return np.asarray(names, dtype=object)
 
-    Vectorized: one factorize per level column, one lexsort, and per level one boundary scan
-    and one ``reduceat`` (10^6 rows with 4 levels take about a second).
+    def all_names(self) -> np.ndarray:
+        """Every node's name, in canonical order (object array of str)."""
+        parts = [np.array([self.root_name], dtype=object)]
+        n_levels = self.level_ptr.size - 1
+        for lev in range(1, n_levels):
+            a, b = int(self.level_ptr[lev]), int(self.level_ptr[lev + 1])
+            codes = self.label_code[a:b]
+            if lev == 1:
+                parts.append(self.labels[0][codes])
+            else:
+                # a node's name is its parent's name, the separator and its value: one concatenation
+                parents = self.parent[a:b] - int(self.level_ptr[lev - 1])
+                parts.append(parts[-1][parents] + _with_sep(self.labels[lev - 1])[codes])
+        return np.concatenate(parts)
 
-    Raises:
-        UnknownColumnError, EmptyInputError, MissingValueError (NaN in a level column),
-        CountError (NaN/negative/non-integer count, naming the row; a total beyond int64),
-        UnknownNodeError (a row outside the declared domain), MultipleParentsError (two paths
-        that spell the same name, e.g. a value containing ``"/"``).
+    def names_are_unique(self) -> bool:
+        """True when the names are unique by construction: no value (and not the root name)
+        contains the separator and the values of each level are distinct strings, so a level-L
+        name has exactly L - 1 separators and distinct (parent, value) pairs spell distinct names
+        (the root name differs from every first-level value by construction)."""
+        if PATH_SEP in self.root_name:
+            return False
+        for lab in self.labels:
+            if len(set(lab.tolist())) != lab.size or any(PATH_SEP in x for x in lab.tolist()):
+                return False
+        return True
+
+
+def _with_sep(labels: np.ndarray) -> np.ndarray:
+    """``"/" + label`` for every label (a short array: one entry per distinct value)."""
+    out = np.empty(labels.size, dtype=object)
+    out[:] = [PATH_SEP + x for x in labels.tolist()]
+    return out
+
+
+def _sort_order(coded: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The stable order of rows by their code tuple (first level the primary key).
+
+    Codes are combined into one int64 key (mixed radix) when the product of the level sizes fits,
+    so one stable argsort - or none, for rows already in order, as rows from a group-by are -
+    replaces a multi-key lexsort; the order is the one ``np.lexsort`` gives.
+    """
+    sizes = [max(1, labels.size) for _, labels in coded]
+    if float(np.prod(np.array(sizes, dtype=np.float64))) < 2.0 ** 62:
+        key = coded[0][0].copy()
+        for (codes, _), size in zip(coded[1:], sizes[1:]):
+            key *= size
+            key += codes
+        if key.size < 2 or bool(np.all(key[1:] >= key[:-1])):
+            return np.arange(key.size, dtype=np.int64)
+        return np.argsort(key, kind="stable")
+    return np.lexsort([c for c, _ in coded][::-1])
+
+
+def frame_structure(df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,
+                    root_name: str | None = None, domain: Any = None) -> FrameStructure:
+    """The hierarchy of a frame with one column per level, without building node names.
+
+    Same input, checks and errors as :func:`frame_arrays` (which adds the names), except the
+    check that two paths spell the same name: names exist only in :func:`frame_arrays`.
     """
     levels = [levels] if isinstance(levels, str) else list(levels)
     _check_frame(df, levels, count)
@@ -187,40 +256,69 @@ def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = No
         what = "a level column" if root_name in {str(c) for c in levels} else f"a value of level column {levels[0]!r}"
         raise HierarchyError(f"root_name {root_name!r} is also {what}; node and level names must differ "
                              "(pass another root_name, or none for an automatic one)")
-    order = np.lexsort([c for c, _ in coded][::-1])  # first level is the primary key
-    w = weights[order]
+    order = _sort_order(coded)
+    identity = bool(order.size == 0 or (order[0] == 0 and order[-1] == m - 1 and np.all(np.diff(order) == 1)))
+    w = weights if identity else weights[order]
     new_group = np.zeros(m, bool)
     new_group[0] = True
-    names_parts = [np.array([root_name], dtype=object)]
     parent_parts = [np.array([-1], np.int64)]
     count_parts = [np.array([int(w.sum())], np.int64)]
-    prev_starts = np.zeros(1, np.int64)  # the root "group" starts at row 0
+    code_parts = [np.array([-1], np.int64)]
+    group_id = np.zeros(m, np.int64)  # the previous level's group of each sorted row (the root: 0)
     prev_offset = 0  # global index of the first node of the previous level
+    prev_size = 1
     level_sizes = [1]
-    for codes, labels in coded:
-        c = codes[order]
+    for codes, _labels in coded:
+        c = codes if identity else codes[order]
         new_group[1:] |= c[1:] != c[:-1]  # a group ends where this or any coarser value changes
         starts = np.flatnonzero(new_group)
-        local_parent = np.searchsorted(prev_starts, starts, side="right") - 1
-        values = labels[c[starts]]
-        if len(names_parts) == 1:
-            names = values.copy()
-        else:
-            names = names_parts[-1][local_parent] + PATH_SEP + values
-        names_parts.append(names)
-        parent_parts.append(local_parent + prev_offset)
+        parent_parts.append(group_id[starts] + prev_offset)
+        code_parts.append(c[starts])
         count_parts.append(np.add.reduceat(w, starts))
-        prev_offset += prev_starts.size
-        prev_starts = starts
+        prev_offset += prev_size
+        prev_size = starts.size
+        group_id = np.cumsum(new_group) - 1
         level_sizes.append(starts.size)
     if m_dom:
-        _check_rows_in_domain(order, prev_starts, m_dom, df, levels)
-    names = np.concatenate(names_parts)
-    parent = np.concatenate(parent_parts)
-    check_unique_names(names, parent)
+        _check_rows_in_domain(order, np.flatnonzero(new_group), m_dom, df, levels)
     level_ptr = np.zeros(len(level_sizes) + 1, np.int64)
     np.cumsum(level_sizes, out=level_ptr[1:])
-    return FrameTree(names, parent, level_ptr, [root_name, *levels], np.concatenate(count_parts))
+    return FrameStructure(np.concatenate(parent_parts), level_ptr, [root_name, *levels], np.concatenate(count_parts),
+                          root_name, [labels for _, labels in coded], np.concatenate(code_parts))
+
+
+def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,
+                 root_name: str | None = None, domain: Any = None) -> FrameTree:
+    """Canonical arrays of the hierarchy of a frame with one column per level (coarse to fine).
+
+    Each row is one unit (``count=None``) or carries a count in column ``count``; rows with the
+    same leaf path are summed. Node names are paths of level values joined by ``"/"`` from the
+    first level down (``"Europe/Italy/Lazio/Rome"``); the root is ``root_name`` and
+    ``level_names == [root_name, *levels]``. Children are sorted by value within each parent.
+
+    ``domain``: a frame of the level columns (or a Geography) listing every possible path;
+    the tree then has exactly the domain's nodes (those without rows count 0) and a row whose
+    path is not in it is refused. Without it the nodes are the rows' paths.
+
+    ``root_name=None`` names the root ``"total"``, or ``"(total)"`` when a first-level value
+    or a level column is spelled ``total``; an explicit ``root_name`` that clashes is refused.
+
+    Vectorized: one factorize per level column, one stable argsort of a combined key (none when
+    the rows are already sorted), per level one boundary scan and one ``reduceat``, and one string
+    concatenation per node for its name (the US-births frame, 372,555 rows over 4 levels, takes
+    about 0.15 s).
+
+    Raises:
+        UnknownColumnError, EmptyInputError, MissingValueError (NaN in a level column),
+        CountError (NaN/negative/non-integer count, naming the row; a total beyond int64),
+        UnknownNodeError (a row outside the declared domain), MultipleParentsError (two paths
+        that spell the same name, e.g. a value containing ``"/"``).
+    """
+    st = frame_structure(df, levels, count, root_name=root_name, domain=domain)
+    names = st.all_names()
+    if not st.names_are_unique():  # only then can two paths spell one name: find and name them
+        check_unique_names(names, st.parent)
+    return FrameTree(names, st.parent, st.level_ptr, st.level_names, st.counts)
 
 
 def _check_rows_in_domain(order: np.ndarray, leaf_starts: np.ndarray, m_dom: int, df: pd.DataFrame,
