@@ -214,7 +214,7 @@ def open_dask_client(args: argparse.Namespace) -> Any:
             raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {args.scheduler!r} within {CONNECT_TIMEOUT:g} s "
                                        f"({type(exc).__name__}: {exc}); nothing was read or written") from None
     cluster = LocalCluster(n_workers=args.workers or 2, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address=":0", silence_logs=logging.ERROR)
     client = Client(cluster)
     client._hierdp_cluster = cluster  # closed with the client
     return client

@@ -125,15 +125,49 @@ def _domain_frame(domain: Any, levels: list[str]) -> pd.DataFrame:
 
 
 def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes and uniques of one level column, sorted when the values are comparable."""
+    """Integer codes and uniques of one level column, sorted when the values are comparable.
+
+    The uniques are kept as int64 when the column holds integers (their labels are their decimal
+    strings, built only when names are), else as an object array of their strings.
+    """
     if isinstance(col.dtype, pd.CategoricalDtype):
         col = col.astype(object)  # categories of data and domain may differ: compare the values
+    dense = _dense_integer_codes(col)
+    if dense is not None:
+        return dense
     try:
         codes, uniques = pd.factorize(col, sort=True)
     except TypeError:  # mixed, incomparable types: keep first-appearance order
         codes, uniques = pd.factorize(col, sort=False)
-    labels = np.asarray(pd.Index(uniques).astype(str), dtype=object)
+    index = pd.Index(uniques)
+    if index.dtype.kind == "i" or (index.dtype.kind == "u" and (len(index) == 0 or int(index.max()) < 2 ** 63)):
+        return codes.astype(np.int64), index.to_numpy().astype(np.int64)
+    labels = np.asarray(index.astype(str), dtype=object)
     return codes.astype(np.int64), labels
+
+
+def _dense_integer_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """``pd.factorize(col, sort=True)`` for a numpy integer column whose values span a range not
+    much wider than the column (years, months, days, dense ids): a presence table instead of a
+    hash table; ``None`` for any other column."""
+    if not (isinstance(col.dtype, np.dtype) and col.dtype.kind in "iu") or len(col) == 0:
+        return None
+    values = col.to_numpy()
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= 4 * len(values) + 1024 or hi >= 2 ** 63:
+        return None
+    shifted = values.astype(np.int64) - lo
+    present = np.bincount(shifted, minlength=hi - lo + 1) > 0
+    code_of = np.cumsum(present) - 1
+    return code_of[shifted], np.flatnonzero(present) + lo
+
+
+def label_strings(labels: np.ndarray) -> np.ndarray:
+    """The labels as an object array of str (integer uniques become their decimal strings, as
+    ``pd.Index(...).astype(str)`` writes them)."""
+    if labels.dtype == object:
+        return labels
+    return np.asarray(pd.Index(labels).astype(str), dtype=object)
 
 
 @dataclass(frozen=True)
@@ -143,7 +177,8 @@ class FrameStructure:
     Attributes:
         parent, level_ptr, counts, level_names: as in :class:`FrameTree`.
         root_name: the root's name.
-        labels: per level below the root, the sorted distinct values of its column as strings.
+        labels: per level below the root, the sorted distinct values of its column: int64 for
+            integer columns, else an object array of their strings (see :meth:`strings`).
         label_code: per node, the index of its value in ``labels[level - 1]`` (-1 for the root).
     """
 
@@ -155,6 +190,10 @@ class FrameStructure:
     labels: list[np.ndarray]
     label_code: np.ndarray
 
+    def strings(self, k: int) -> np.ndarray:
+        """The labels of level ``k + 1`` as strings (object array)."""
+        return label_strings(self.labels[k])
+
     def names_of(self, level: int, nodes: np.ndarray) -> np.ndarray:
         """``"/"``-joined path names (object array of str) of the given nodes of ``level``
         (global canonical indices), built from their ancestors' labels, one level at a time."""
@@ -164,9 +203,15 @@ class FrameStructure:
         chain = [nodes]
         for _ in range(level - 1):
             chain.append(self.parent[chain[-1]])
-        names = self.labels[0][self.label_code[chain[-1]]]
-        for lev in range(2, level + 1):  # one string concatenation per node and level
-            names = names + _with_sep(self.labels[lev - 1])[self.label_code[chain[level - lev]]]
+
+        def labels_of(lev: int, nodes_at: np.ndarray) -> np.ndarray:
+            codes = self.label_code[nodes_at]
+            lab = self.labels[lev - 1]
+            return lab[codes] if lab.dtype == object else label_strings(lab[codes])
+
+        names = labels_of(1, chain[-1])
+        for lev in range(2, level + 1):  # only the requested nodes' labels become strings
+            names = names + _with_sep(labels_of(lev, chain[level - lev]))
         return np.asarray(names, dtype=object)
 
     def all_names(self) -> np.ndarray:
@@ -177,11 +222,13 @@ class FrameStructure:
             a, b = int(self.level_ptr[lev]), int(self.level_ptr[lev + 1])
             codes = self.label_code[a:b]
             if lev == 1:
-                parts.append(self.labels[0][codes])
+                parts.append(self.strings(0)[codes])
             else:
                 # a node's name is its parent's name, the separator and its value: one concatenation
-                parents = self.parent[a:b] - int(self.level_ptr[lev - 1])
-                parts.append(parts[-1][parents] + _with_sep(self.labels[lev - 1])[codes])
+                # (siblings are contiguous and parents in order: repeat each parent's name)
+                pa, pb = int(self.level_ptr[lev - 1]), int(self.level_ptr[lev])
+                kids = np.bincount(self.parent[a:b] - pa, minlength=pb - pa)
+                parts.append(np.repeat(parts[-1], kids) + _with_sep(self.strings(lev - 1))[codes])
         return np.concatenate(parts)
 
     def names_are_unique(self) -> bool:
@@ -192,6 +239,8 @@ class FrameStructure:
         if PATH_SEP in self.root_name:
             return False
         for lab in self.labels:
+            if lab.dtype != object:
+                continue  # distinct integers: distinct decimal strings without a separator
             if len(set(lab.tolist())) != lab.size or any(PATH_SEP in x for x in lab.tolist()):
                 return False
         return True
@@ -204,23 +253,46 @@ def _with_sep(labels: np.ndarray) -> np.ndarray:
     return out
 
 
-def _sort_order(coded: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """The stable order of rows by their code tuple (first level the primary key).
+def _sort_order(coded: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(order, key)``: the stable order of rows by their code tuple (first level the primary
+    key; ``None`` when the rows are already in order) and the mixed-radix key whose digits are the
+    level codes (``None`` when it would not fit int64).
 
-    Codes are combined into one int64 key (mixed radix) when the product of the level sizes fits,
-    so one stable argsort - or none, for rows already in order, as rows from a group-by are -
-    replaces a multi-key lexsort; the order is the one ``np.lexsort`` gives.
+    Codes are combined into one int64 key (mixed radix) when the product of the level sizes fits
+    (else paths are ranked level by level), so one sort replaces a multi-key lexsort: none for
+    rows already in order (as rows from a group-by are), a counting sort when every key occurs
+    once and the key range is small (one row per leaf, the usual aggregated frame), else one
+    stable argsort. The order is the one ``np.lexsort`` gives.
     """
     sizes = [max(1, labels.size) for _, labels in coded]
+    m = coded[0][0].size
     if float(np.prod(np.array(sizes, dtype=np.float64))) < 2.0 ** 62:
         key = coded[0][0].copy()
         for (codes, _), size in zip(coded[1:], sizes[1:]):
             key *= size
             key += codes
-        if key.size < 2 or bool(np.all(key[1:] >= key[:-1])):
-            return np.arange(key.size, dtype=np.int64)
-        return np.argsort(key, kind="stable")
-    return np.lexsort([c for c, _ in coded][::-1])
+        prefix_key = key
+        span = int(np.prod(np.array(sizes, dtype=np.int64)))
+    else:
+        # too many combinations for one mixed-radix key (e.g. global ids at every level): rank the
+        # paths level by level instead - the rank of (parent path rank, code) pairs, in order -
+        # so the key stays below the number of distinct paths
+        key = coded[0][0].copy()
+        for (codes, _), size in zip(coded[1:], sizes[1:]):
+            key, _ = pd.factorize(key * size + codes, sort=True)
+            key = key.astype(np.int64)
+        prefix_key = None  # ranks do not carry the coarser levels' digits: the loop reads the codes
+        span = int(key.max()) + 1 if m else 0
+    if m < 2 or bool(np.all(key[1:] >= key[:-1])):
+        return None, prefix_key
+    if span <= 8 * m:
+        present = np.bincount(key, minlength=span)
+        if int(present.max()) == 1:  # distinct keys: a key's rank is its position
+            rank = np.cumsum(present) - 1
+            order = np.empty(m, np.int64)
+            order[rank[key]] = np.arange(m, dtype=np.int64)
+            return order, prefix_key
+    return np.argsort(key, kind="stable"), prefix_key
 
 
 def frame_structure(df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,
@@ -248,7 +320,7 @@ def frame_structure(df: pd.DataFrame, levels: Sequence[str], count: str | None =
         columns = [df[c] for c in levels]
     m = m_dom + m_data
     coded = [_codes(col) for col in columns]
-    first_labels = set(coded[0][1].tolist())
+    first_labels = set(label_strings(coded[0][1]).tolist())
     taken = first_labels | {str(c) for c in levels}
     if root_name is None:
         root_name = free_root_name(DEFAULT_ROOT_NAME, taken)
@@ -256,31 +328,45 @@ def frame_structure(df: pd.DataFrame, levels: Sequence[str], count: str | None =
         what = "a level column" if root_name in {str(c) for c in levels} else f"a value of level column {levels[0]!r}"
         raise HierarchyError(f"root_name {root_name!r} is also {what}; node and level names must differ "
                              "(pass another root_name, or none for an automatic one)")
-    order = _sort_order(coded)
-    identity = bool(order.size == 0 or (order[0] == 0 and order[-1] == m - 1 and np.all(np.diff(order) == 1)))
-    w = weights if identity else weights[order]
-    new_group = np.zeros(m, bool)
-    new_group[0] = True
+    order, key = _sort_order(coded)
+    w = weights if order is None else weights[order]
+    sorted_key = None if key is None else (key if order is None else key[order])
+    sizes = [max(1, labels.size) for _, labels in coded]
     parent_parts = [np.array([-1], np.int64)]
     count_parts = [np.array([int(w.sum())], np.int64)]
     code_parts = [np.array([-1], np.int64)]
-    group_id = np.zeros(m, np.int64)  # the previous level's group of each sorted row (the root: 0)
+    prev_flags = np.zeros(m, bool)  # rows where a group of the previous level starts (the root: row 0)
+    prev_flags[0] = True
     prev_offset = 0  # global index of the first node of the previous level
     prev_size = 1
     level_sizes = [1]
-    for codes, _labels in coded:
-        c = codes if identity else codes[order]
-        new_group[1:] |= c[1:] != c[:-1]  # a group ends where this or any coarser value changes
-        starts = np.flatnonzero(new_group)
-        parent_parts.append(group_id[starts] + prev_offset)
-        code_parts.append(c[starts])
+    for k, (codes, _labels) in enumerate(coded):
+        if sorted_key is not None:
+            # the level-k path of a row is its key without the finer levels' digits
+            prefix = sorted_key // int(np.prod(np.array(sizes[k + 1:], dtype=np.int64))) if k + 1 < len(sizes) \
+                else sorted_key
+            flags = np.empty(m, bool)
+            flags[0] = True
+            np.not_equal(prefix[1:], prefix[:-1], out=flags[1:])
+            starts = np.flatnonzero(flags)
+            node_codes = prefix[starts] % sizes[k]
+        else:
+            c = codes if order is None else codes[order]
+            flags = prev_flags.copy()
+            flags[1:] |= c[1:] != c[:-1]  # a group ends where this or any coarser value changes
+            starts = np.flatnonzero(flags)
+            node_codes = c[starts]
+        # a node's parent is the last previous-level group starting at or before its first row
+        parent_parts.append(np.cumsum(prev_flags[starts]) - 1 + prev_offset)
+        code_parts.append(node_codes.astype(np.int64, copy=False))
         count_parts.append(np.add.reduceat(w, starts))
         prev_offset += prev_size
         prev_size = starts.size
-        group_id = np.cumsum(new_group) - 1
+        prev_flags = flags
         level_sizes.append(starts.size)
     if m_dom:
-        _check_rows_in_domain(order, np.flatnonzero(new_group), m_dom, df, levels)
+        _check_rows_in_domain(np.arange(m, dtype=np.int64) if order is None else order, np.flatnonzero(prev_flags),
+                              m_dom, df, levels)
     level_ptr = np.zeros(len(level_sizes) + 1, np.int64)
     np.cumsum(level_sizes, out=level_ptr[1:])
     return FrameStructure(np.concatenate(parent_parts), level_ptr, [root_name, *levels], np.concatenate(count_parts),

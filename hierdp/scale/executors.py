@@ -43,6 +43,8 @@ __all__ = ["Engine", "SerialEngine", "ProcessEngine", "DaskEngine", "resolve_eng
 ENGINES = ("serial", "processes", "dask")
 #: children per partition by default: a task's memory stays in the tens of MB
 DEFAULT_PARTITION_CHILDREN = 1 << 20
+#: how a pool made here starts its processes ("spawn": safe with threads in the parent)
+START_METHOD = "spawn"
 
 
 def _dumps(obj: Any) -> bytes:
@@ -306,7 +308,7 @@ class _ProcessSession(Session):
             import multiprocessing as mp
 
             self.executor: cf.Executor = cf.ProcessPoolExecutor(max_workers=engine.workers,
-                                                                mp_context=mp.get_context("spawn"))
+                                                                mp_context=mp.get_context(START_METHOD))
         else:
             self.executor = engine.executor  # type: ignore[assignment]
         self.workers = getattr(self.executor, "_max_workers", engine.workers)
@@ -349,7 +351,7 @@ class _DaskSession(Session):
         ex = engine.executor
         if ex is None:
             self._cluster = LocalCluster(n_workers=engine.workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=None, silence_logs=logging.ERROR)
+                                         dashboard_address=":0", silence_logs=logging.ERROR)
             self.client = Client(self._cluster)
         elif isinstance(ex, str):
             try:

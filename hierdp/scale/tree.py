@@ -173,7 +173,10 @@ class LevelTree:
         for part in [*self.level_names, st.root_name, self.domain_source, self.domain_assumption or ""]:
             h.update(str(part).encode("utf-8") + b"\0")
         for lab in st.labels:
-            h.update("\0".join(lab.tolist()).encode("utf-8") + b"\1")
+            if lab.dtype == object:
+                h.update(b"s" + "\0".join(lab.tolist()).encode("utf-8") + b"\1")
+            else:
+                h.update(b"i" + np.ascontiguousarray(lab, dtype=np.int64).tobytes() + b"\1")
         return h.hexdigest()
 
     def to_hierarchy(self) -> Any:

@@ -15,7 +15,7 @@ def dask_client():
     dask = pytest.importorskip("dask")
     distributed = pytest.importorskip("distributed")
     with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                            silence_logs=logging.ERROR)
         client = distributed.Client(cluster)
     yield client
