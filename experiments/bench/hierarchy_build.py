@@ -263,9 +263,10 @@ def main(argv: list[str] | None = None) -> None:
     _, rel_only, _ = best_cpu(lambda: create("inftda", epsilon=EPSILON, delta=DELTA).release(tree, seed=0),
                               args.repeats)
     print(f"\n2. InfTDA (epsilon={EPSILON}, delta={DELTA}) from the pandas frame ({rel_new.n_nodes:,} nodes released):")
-    print("   build + release (a TreeRelease, labels on demand)   previous builder "
-          f"{e2e_rel_old:6.3f} s CPU ({e2e_rel_old_wall:.3f} s wall), current {e2e_rel:6.3f} s ({e2e_rel_wall:.3f} s wall)")
-    print("   build + release + to_frame() (one labelled row each) previous builder "
+    print("   build + release (a TreeRelease, labels on demand):    previous builder "
+          f"{e2e_rel_old:6.3f} s CPU ({e2e_rel_old_wall:.3f} s wall), current {e2e_rel:6.3f} s "
+          f"({e2e_rel_wall:.3f} s wall)")
+    print("   build + release + to_frame() (one labelled row each): previous builder "
           f"{e2e_old:6.3f} s CPU ({e2e_old_wall:.3f} s wall), current {e2e_new:6.3f} s ({e2e_new_wall:.3f} s wall)")
     print(f"   the release alone {rel_only:.3f} s CPU; {len(out_new):,} rows")
 
@@ -282,8 +283,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"   not run: {note}; compare with the previous hierdp build above instead")
         return
     print(f"   {note}: {cpu_authors:7.2f} s CPU ({wall_authors:.2f} s wall), {len(result):,} leaves released")
-    print(f"   hierdp from the frame is {cpu_authors / e2e_rel:,.0f}x faster to a release ({wall_authors / e2e_rel_wall:,.0f}x "
-          f"wall), {cpu_authors / e2e_new:,.0f}x to a labelled frame ({wall_authors / e2e_new_wall:,.0f}x wall)")
+    print(f"   hierdp from the frame is {cpu_authors / e2e_rel:,.0f}x faster to a release "
+          f"({wall_authors / e2e_rel_wall:,.0f}x wall), {cpu_authors / e2e_new:,.0f}x to a labelled frame "
+          f"({wall_authors / e2e_new_wall:,.0f}x wall)")
 
 
 if __name__ == "__main__":

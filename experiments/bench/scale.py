@@ -199,8 +199,8 @@ def run(scale: float = 1.0, workers: int = 2, out: Path | None = None, chunk_row
     gen = generate(out, scale, chunk_rows)
     figures["generate"] = gen
     print(f"generated {gen['persons']:,} persons in {gen['files']} Parquet files ({gen['dataset_mib']:,.0f} MiB) over "
-          f"{', '.join(f'{v:,} {PLURAL[k]}' for k, v in gen['sizes'].items())} ({gen['empty_blocks']:,} empty blocks) in "
-          f"{gen['seconds']:.1f} s")
+          + ", ".join(f"{v:,} {PLURAL[k]}" for k, v in gen["sizes"].items())
+          + f" ({gen['empty_blocks']:,} empty blocks) in {gen['seconds']:.1f} s")
     own = client is None
     cluster = None
     if own:
@@ -236,9 +236,10 @@ def run(scale: float = 1.0, workers: int = 2, out: Path | None = None, chunk_row
     print("\nInfTDA (epsilon 1, delta 1e-8, seed %d), seconds per level:" % SEED)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
     setup = dask["seconds"] - sum(dask["timings"])
+    levels_serial, levels_dask = sum(serial["timings"]), sum(dask["timings"])
     print(f"total: serial {serial['seconds']:.1f} s, Dask {dask['seconds']:.1f} s ({setup:.1f} s of it sending the "
-          f"tree to the workers and opening the checkpoint; levels {sum(serial['timings']):.1f} s serial vs {sum(dask['timings']):.1f} s Dask, "
-          f"{sum(serial['timings']) / max(sum(dask['timings']), 1e-9):.2f}x)")
+          f"tree to the workers and opening the checkpoint); levels {levels_serial:.1f} s serial vs "
+          f"{levels_dask:.1f} s Dask ({levels_serial / max(levels_dask, 1e-9):.2f}x)")
     print(f"peak memory: serial process {serial['peak_mib']:,.0f} MiB (tree loaded: {serial['peak_before_mib']:,.0f} "
           f"MiB); Dask workers {', '.join(f'{v:,.0f}' for v in dask['worker_peak_mib'].values())} MiB; driver "
           f"{figures['driver_peak_mib']:,.0f} MiB")

@@ -211,8 +211,9 @@ def open_dask_client(args: argparse.Namespace) -> Any:
         try:
             return Client(args.scheduler, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError) as exc:
-            raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {args.scheduler!r} within {CONNECT_TIMEOUT:g} s "
-                                       f"({type(exc).__name__}: {exc}); nothing was read or written") from None
+            raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {args.scheduler!r} within "
+                                       f"{CONNECT_TIMEOUT:g} s ({type(exc).__name__}: {exc}); nothing was read or "
+                                       "written") from None
     cluster = LocalCluster(n_workers=args.workers or 2, threads_per_worker=1, processes=True,
                            dashboard_address=":0", silence_logs=logging.ERROR)
     client = Client(cluster)

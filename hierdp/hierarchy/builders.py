@@ -32,7 +32,8 @@ from hierdp.hierarchy.geography import free_root_name
 PATH_SEP = "/"
 DEFAULT_ROOT_NAME = "total"
 
-__all__ = ["FrameTree", "FrameStructure", "frame_structure", "frame_arrays", "edge_arrays", "graph_arrays", "check_graph_levels", "PATH_SEP"]
+__all__ = ["FrameTree", "FrameStructure", "frame_structure", "frame_arrays", "edge_arrays", "graph_arrays",
+           "check_graph_levels", "PATH_SEP"]
 
 
 def _plain_index(values: np.ndarray) -> pd.Index:

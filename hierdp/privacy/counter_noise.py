@@ -42,8 +42,9 @@ All are tested against the exact pmfs (chi-square) like the sequential samplers.
 inexactness is the one of every float sampler: 53-bit uniforms (tails below probability 2^-53
 are cut), probabilities computed in double precision (relative error ~1e-16) and correctly
 rounded ``log``/``exp`` (a last-bit difference between two machines' libm changes a draw only
-when a uniform falls within an ulp of a decision boundary, about 1e-16 per draw). Secure mode does not use this module: OS randomness is not reproducible by
-design (:mod:`hierdp.privacy.secure_sampling`).
+when a uniform falls within an ulp of a decision boundary, about 1e-16 per draw). Secure mode does
+not use this module: OS randomness is not reproducible by design
+(:mod:`hierdp.privacy.secure_sampling`).
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ def _encode(value: Any) -> Any:
 
     if isinstance(value, Budget):
         calc, eps, rho, delta = value._key()
-        return {"__budget__": [calc, *(None if v is None else f"{v.numerator}/{v.denominator}" for v in (eps, rho, delta))]}
+        exact = [None if v is None else f"{v.numerator}/{v.denominator}" for v in (eps, rho, delta)]
+        return {"__budget__": [calc, *exact]}
     if isinstance(value, Fraction):
         return {"__fraction__": f"{value.numerator}/{value.denominator}"}
     if isinstance(value, (bool, np.bool_)):
@@ -289,7 +290,8 @@ class CheckpointRun:
     def set_noise_key(self, key: int | None, seed: Any) -> None:
         """Record the seeded run's counter-noise key (and the seed, for the record)."""
         self.manifest["noise_key"] = None if key is None else str(int(key))
-        self.manifest["seed"] = int(seed) if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) else None
+        known = isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)
+        self.manifest["seed"] = int(seed) if known else None
         self._write_manifest()
 
     def spent_budget(self, total: Any) -> Any:

@@ -3,7 +3,8 @@
 ``TopDownMechanism(..., engine=, executor=)`` (InfTDA, TDA, ...) takes:
 
 * ``engine="serial"`` (default): this process, the level in chunks of parents (today's path);
-* ``engine="processes"``: a process pool; ``executor=`` an ``int`` (workers, default 2) or a
+* ``engine="processes"``: a process pool; ``executor=`` an ``int`` (workers, default 2; the pool
+  starts them from a fork server that has imported hierdp once) or a
   ``concurrent.futures.Executor`` you made (it is not shut down);
 * ``engine="dask"``: a Dask cluster; ``executor=`` a ``distributed.Client``, a scheduler address
   (``"tcp://host:8786"``), a ``LocalCluster``, an ``int`` (workers of a ``LocalCluster`` made for
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import copy
+import multiprocessing as mp
 import os
 import pickle
 import tempfile
@@ -43,8 +45,20 @@ __all__ = ["Engine", "SerialEngine", "ProcessEngine", "DaskEngine", "resolve_eng
 ENGINES = ("serial", "processes", "dask")
 #: children per partition by default: a task's memory stays in the tens of MB
 DEFAULT_PARTITION_CHILDREN = 1 << 20
-#: how a pool made here starts its processes ("spawn": safe with threads in the parent)
-START_METHOD = "spawn"
+#: how a pool made here starts its processes: "forkserver" (a clean server process that has
+#: imported hierdp once; workers are forked from it - safe next to threads, and fast) where the
+#: platform has it, else "spawn"
+START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+#: what a forkserver imports before it forks workers
+PRELOAD = ["hierdp.mechanisms.topdown.engine", "hierdp.scale.executors", "hierdp.scale.checkpoint"]
+
+
+def pool_context(method: str | None = None) -> Any:
+    """The multiprocessing context of the pools made here (see :data:`START_METHOD`)."""
+    ctx = mp.get_context(method or START_METHOD)
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)
+    return ctx
 
 
 def _dumps(obj: Any) -> bytes:
@@ -241,7 +255,8 @@ class Session:
             if info is not None:
                 files.append(info)
         empty = np.zeros(0, np.int64)
-        level = ReleaseLevel(np.concatenate(keys) if keys else empty, np.concatenate(parents) if parents else empty.copy(),
+        level = ReleaseLevel(np.concatenate(keys) if keys else empty,
+                             np.concatenate(parents) if parents else empty.copy(),
                              np.concatenate(values) if values else empty.copy())
         st["partitions"] = len(parts)
         st["engine"] = self.engine_name
@@ -305,10 +320,7 @@ class _ProcessSession(Session):
             f.write(blob)
         self._own = engine.executor is None
         if self._own:
-            import multiprocessing as mp
-
-            self.executor: cf.Executor = cf.ProcessPoolExecutor(max_workers=engine.workers,
-                                                                mp_context=mp.get_context(START_METHOD))
+            self.executor: cf.Executor = cf.ProcessPoolExecutor(max_workers=engine.workers, mp_context=pool_context())
         else:
             self.executor = engine.executor  # type: ignore[assignment]
         self.workers = getattr(self.executor, "_max_workers", engine.workers)

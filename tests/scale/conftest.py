@@ -1,10 +1,9 @@
-"""Shared fixtures of the scale-out tests: a small Dask LocalCluster and a process pool (both forked,
-so they start in a second, not in the ten seconds spawned interpreters need to import hierdp here)."""
+"""Shared fixtures of the scale-out tests: a small Dask LocalCluster and a process pool, started from
+fork servers (clean processes: no fork of a parent that already runs threads), once per session."""
 
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 def dask_client():
     dask = pytest.importorskip("dask")
     distributed = pytest.importorskip("distributed")
-    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                            silence_logs=logging.ERROR)
         client = distributed.Client(cluster)
@@ -25,6 +24,8 @@ def dask_client():
 
 @pytest.fixture(scope="session")
 def process_pool():
-    pool = ProcessPoolExecutor(max_workers=2, mp_context=mp.get_context("fork"))
+    from hierdp.scale.executors import pool_context
+
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=pool_context("forkserver"))
     yield pool
     pool.shutdown(wait=True)

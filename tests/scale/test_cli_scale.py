@@ -13,7 +13,6 @@ import pytest
 
 from hierdp.cli import main
 from hierdp.cli import release as cli_release
-from hierdp.scale import executors
 
 
 @pytest.fixture()
@@ -37,15 +36,13 @@ def _args(t, source="data.csv", out="out.csv", *extra):
             "--geo", str(t / "geo.csv"), "--epsilon", "1", "--quiet", *extra]
 
 
-def test_every_engine_and_a_parquet_dataset_write_the_same_file(files, monkeypatch):
-    import dask
-
-    monkeypatch.setattr(executors, "START_METHOD", "fork")  # a pool that starts in a second here
+def test_every_engine_and_a_parquet_dataset_write_the_same_file(files, dask_client):
     assert main(_args(files, "data.csv", "serial.csv", "--seed", "4")) == 0
     assert main(_args(files, "ds", "dataset.csv", "--seed", "4")) == 0
     assert main(_args(files, "data.csv", "procs.csv", "--seed", "4", "--engine", "processes", "--workers", "2")) == 0
-    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
-        assert main(_args(files, "ds", "dask.csv", "--seed", "4", "--engine", "dask", "--workers", "2")) == 0
+    # the dataset read and released on a running cluster, reached by its address
+    address = dask_client.scheduler.address
+    assert main(_args(files, "ds", "dask.csv", "--seed", "4", "--scheduler", address)) == 0
     serial = (files / "serial.csv").read_bytes()
     for name in ("dataset.csv", "procs.csv", "dask.csv"):
         assert (files / name).read_bytes() == serial, name

@@ -41,7 +41,8 @@ def test_the_aggregate_is_the_group_by_of_all_rows(persons, monkeypatch, batch):
 
 def test_the_tree_of_a_dataset_is_the_tree_of_its_rows(persons, dask_client):
     path, whole = persons
-    domain = pd.DataFrame({"state": np.repeat([0, 1, 2, 3], 4), "county": [s * 10 + c for s in range(4) for c in range(4)]})
+    domain = pd.DataFrame({"state": np.repeat([0, 1, 2, 3], 4),
+                           "county": [s * 10 + c for s in range(4) for c in range(4)]})
     a = LevelTree.from_parquet(path, ["state", "county"], "w", domain=domain, client=dask_client)
     b = LevelTree.from_frame(whole, ["state", "county"], "w", domain=domain)
     assert a.fingerprint() == b.fingerprint()

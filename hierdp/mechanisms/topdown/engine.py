@@ -427,9 +427,10 @@ class TopDownMechanism(Mechanism):
             if source.key != run.noise_key:
                 from hierdp.scale.errors import CheckpointError
 
+                seed_then = run.manifest.get("seed")
                 raise CheckpointError(f"checkpoint {run.directory} was made with another seed"
-                                      + (f" ({run.manifest.get('seed')})" if run.manifest.get("seed") is not None else "")
-                                      + f"; resume without a seed (the checkpoint's is used) or with the same one")
+                                      + (f" ({seed_then})" if seed_then is not None else "")
+                                      + "; resume without a seed (the checkpoint's is used) or with the same one")
             return source
         source = CounterRandom.from_generator(ctx.rng)
         if run is not None:
