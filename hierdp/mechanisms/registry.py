@@ -30,6 +30,14 @@ _BUILTIN: dict[str, tuple[str, dict[str, Any], str]] = {
                 "TopDown engine: any noise (discrete Gaussian / geometric), budget plan and level solver"),
     "safetab": ("hierdp.mechanisms.safetab.mechanism:SafeTab", {},
                 "SafeTab (paper 004): adaptive tabulation of population groups"),
+    "htf": ("hierdp.mechanisms.spatial.htf:HTF", {}, "HTF (paper 002): private homogeneity partition tree of a point grid"),
+    "identity": ("hierdp.mechanisms.spatial.baselines:Identity", {}, "Singular (paper 002 baseline): noise on every grid cell"),
+    "uniform": ("hierdp.mechanisms.spatial.baselines:Uniform", {}, "Uniform (paper 002 baseline): the noisy total spread evenly"),
+    "ug": ("hierdp.mechanisms.spatial.baselines:UG", {}, "UG (Qardaji et al. 2013): uniform grid sized by N and epsilon"),
+    "ag": ("hierdp.mechanisms.spatial.baselines:AG", {}, "AG (Qardaji et al. 2013): adaptive two-level grid with inference"),
+    "quadtree": ("hierdp.mechanisms.spatial.baselines:QuadTree", {}, "QuadTree (Cormode et al. 2012) with Hay's consistency"),
+    "kdtree": ("hierdp.mechanisms.spatial.baselines:KdTree", {}, "kd-tree with private medians (Cormode et al. 2012), hybrid option"),
+    "privelet": ("hierdp.mechanisms.spatial.baselines:Privelet", {}, "Privelet (Xiao et al. 2010): noisy 2-D Haar coefficients"),
 }
 _EXTRA: dict[str, tuple[Callable[..., Any], str]] = {}
 

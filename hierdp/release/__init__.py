@@ -4,7 +4,11 @@
   ``accounting_text()``, ``guarantee``, ``mechanism``, ``params``, ``timings``.
 * :class:`TreeRelease` (old name :class:`Release`) and :class:`ReleaseLevel` - a private tree,
   level by level (TopDown, VanillaGauss, SH).
-* :class:`TableRelease` - a table of counts (SafeTab; a histogram per node).
+* :class:`TableRelease` - a table of counts (SafeTab).
+* :class:`NodeHistogramRelease` - a histogram per node of a tree, consistent per cell (group sizes,
+  attribute cells per geounit).
+* :class:`SpatialRelease` and :class:`SpatialTree` - a partition of a point grid into rectangles
+  with range queries (HTF and the spatial baselines, paper 002).
 * :class:`Accounting` and :class:`Spend` - the typed accounting every release carries;
   :class:`~hierdp.privacy.spec.Guarantee` - one guarantee in one calculus.
 """
@@ -12,8 +16,10 @@
 from hierdp.privacy.spec import Guarantee
 from hierdp.release.accounting import Accounting, Spend
 from hierdp.release.base import BaseRelease
+from hierdp.release.histogram import NodeHistogramRelease
+from hierdp.release.spatial import SpatialRelease, SpatialTree
 from hierdp.release.table import TableRelease
 from hierdp.release.tree import Release, ReleaseLevel, TreeRelease
 
-__all__ = ["BaseRelease", "TreeRelease", "Release", "ReleaseLevel", "TableRelease", "Accounting", "Spend",
-           "Guarantee"]
+__all__ = ["BaseRelease", "TreeRelease", "Release", "ReleaseLevel", "TableRelease", "NodeHistogramRelease",
+           "SpatialRelease", "SpatialTree", "Accounting", "Spend", "Guarantee"]

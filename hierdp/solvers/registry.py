@@ -22,6 +22,7 @@ _BUILTIN: dict[str, str] = {
     "intopt": "hierdp.solvers.intopt:IntOptSolver",
     "projection": "hierdp.solvers.projection:ProjectionSolver",
     "costtable": "hierdp.solvers.costtable:CostTableSolver",
+    "twopass": "hierdp.solvers.twopass:TwoPassSolver",
     "highs": "hierdp.solvers.highs:HighsSolver",
     "ortools": "hierdp.solvers.ortools:OrToolsSolver",
     "paper_round": "hierdp.solvers.paper_round:PaperRoundSolver",

@@ -58,6 +58,9 @@ CASES = {
     "topdown": (lambda: {"epsilon": 1.0, "delta": DELTA, "noise": "geometric", "objective": "l2"}, _tree, "pure"),
     "safetab": (lambda: {"levels": _levels(_people()), "sex_values": ["F", "M"], "delta": DELTA}, _people, "pure"),
 }
+from spatial.contract_cases import SPATIAL_CASES  # noqa: E402  (paper 002's mechanisms)
+
+CASES.update(SPATIAL_CASES)
 CALCULI = {"zcdp": {"zcdp", "rdp", "approx"}, "pure": {"pure", "zcdp", "rdp", "approx"}, "approx": {"approx"}}
 
 

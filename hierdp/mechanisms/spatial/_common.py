@@ -1,0 +1,163 @@
+"""What the spatial mechanisms share: input coercion, parameter checks, exact spends, noise and the
+release/accounting assembly."""
+
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+from hierdp.hierarchy.spatial import SpatialDataError, SpatialGrid
+from hierdp.mechanisms.base import Mechanism, MechanismParameterError, RunContext
+from hierdp.privacy import samplers
+from hierdp.privacy.budget import Budget
+from hierdp.privacy.calibration import delivered_epsilon, laplace_scale
+from hierdp.release.accounting import Accounting
+from hierdp.release.spatial import SpatialRelease, SpatialTree
+
+__all__ = ["as_grid", "pure", "exact_fraction", "check_positive_int", "check_fraction_param", "SpatialMechanism",
+           "floor_log2", "Timer", "discrete_laplace_variance"]
+
+
+def as_grid(data: Any) -> Any:
+    """The spatial input: a :class:`SpatialGrid` (or anything with ``counts``, ``domain`` and
+    ``prefix``, e.g. a wrapper), or a 2-D integer matrix (its grid is a declared domain)."""
+    if isinstance(data, SpatialGrid) or all(hasattr(data, a) for a in ("counts", "domain", "prefix")):
+        return data
+    if isinstance(data, np.ndarray) and data.ndim == 2:
+        return SpatialGrid.from_counts(data)
+    raise SpatialDataError(f"spatial mechanisms take a hierdp.hierarchy.spatial.SpatialGrid (or a 2-D count matrix), "
+                           f"got {type(data).__name__}; build one with SpatialGrid.from_points(x, y, box=...)")
+
+
+def pure(eps: Fraction) -> Budget:
+    """An exact pure-DP budget (zero allowed, for bookkeeping)."""
+    return Budget("pure", epsilon=eps)
+
+
+def exact_fraction(value: Any, name: str, *, allow_zero: bool = False) -> Fraction:
+    """A finite, positive (or non-negative) number as its exact Fraction; the error names ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (Real, Fraction, np.integer, np.floating)):
+        raise MechanismParameterError(f"{name} must be a number, got {value!r}")
+    f = float(value)
+    if not math.isfinite(f) or f < 0 or (f == 0 and not allow_zero):
+        raise MechanismParameterError(f"{name} must be finite and {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    if isinstance(value, (Fraction, Integral, np.integer)):
+        return Fraction(int(value)) if isinstance(value, np.integer) else Fraction(value)
+    return Fraction(f)
+
+
+def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
+    """An int ``>= minimum`` (integral floats accepted), else a clear error."""
+    if isinstance(value, bool) or not isinstance(value, (Integral, Real)):
+        raise MechanismParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    f = float(value)
+    if not (math.isfinite(f) and f.is_integer() and f >= minimum):
+        raise MechanismParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(f)
+
+
+def check_fraction_param(value: Any, name: str, lo: float, hi: float) -> float:
+    """A float strictly inside ``(lo, hi)``."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)) \
+            or not lo < float(value) < hi:
+        raise MechanismParameterError(f"{name} must be a number in ({lo}, {hi}), got {value!r}")
+    return float(value)
+
+
+def floor_log2(x: Fraction) -> int:
+    """``floor(log2(x))`` of a positive rational, exactly."""
+    if x <= 0:
+        raise ValueError("floor_log2 needs x > 0")
+    p, q = x.numerator, x.denominator
+    k = p.bit_length() - q.bit_length()
+    # now 2^(k-1) < p/q < 2^(k+1): settle which side of 2^k
+    if k >= 0:
+        if p < q << k:
+            k -= 1
+    elif (p << -k) < q:
+        k -= 1
+    return k
+
+
+def discrete_laplace_variance(scale: float | np.ndarray) -> np.ndarray:
+    """Variance of the discrete Laplace law with ``P(x) ∝ exp(-|x|/scale)``: ``2q / (1 - q)^2``,
+    ``q = exp(-1/scale)`` (about ``2 scale^2 - 1/6`` for large scales)."""
+    s = np.asarray(scale, dtype=np.float64)
+    q = np.exp(-1.0 / s)
+    return 2.0 * q / (-np.expm1(-1.0 / s)) ** 2
+
+
+class Timer:
+    """Seconds per phase (``with timer("phase"): ...`` adds to ``timer.seconds["phase"]``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._phase = ""
+        self._t0 = 0.0
+
+    def __call__(self, phase: str) -> "Timer":
+        self._phase = phase
+        return self
+
+    def __enter__(self) -> "Timer":
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.seconds[self._phase] = self.seconds.get(self._phase, 0.0) + time.perf_counter() - self._t0
+
+
+class SpatialMechanism(Mechanism):
+    """Shared base of the spatial mechanisms: pure ε-DP with discrete Laplace (geometric) noise on
+    integer counts; unbounded (add/remove) neighbours by default, as in paper 002 (Def. 1), one
+    location point per record (``contributions=m`` scales every sensitivity)."""
+
+    def _resolve(self, epsilon: Any, delta: Any, budget: Any, unit: Any, bounded: Any, contributions: Any,
+                 secure: Any, distinct: Any = False, conversion: Any = "analytic") -> None:
+        self.resolve_privacy(epsilon, delta, None, budget, unit=unit, bounded=bounded, contributions=contributions,
+                             distinct=distinct, conversion=conversion, calculus="pure", secure=secure)
+        if self.unit.distinct:
+            raise MechanismParameterError(f"{self.name}: distinct records apply to hierarchies, not to point grids; "
+                                          "use distinct=False")
+        self.eps_total: Fraction = self.spec.budget.exact_parameters["epsilon"]
+
+    @property
+    def count_sensitivity(self) -> int:
+        """L1 sensitivity of a vector of disjoint cell/node counts: m (unbounded) or 2m (bounded)."""
+        return self.unit.l1_sensitivity()
+
+    def count_noise(self, ctx: RunContext, counts: np.ndarray, eps: Fraction, label: str | None = None,
+                    **details: Any) -> np.ndarray:
+        """``counts + DLap(Δ/eps)`` with the scale rounded up (exact check); records a spend first when
+        ``label`` is given."""
+        scale = laplace_scale(eps, self.count_sensitivity, culprit=f"{self.name} budget part")
+        if label is not None:
+            ctx.spend(pure(eps), label, noise="discrete_laplace", scale=scale, sensitivity=self.count_sensitivity,
+                      delivered=float(delivered_epsilon(scale, self.count_sensitivity)), **details)
+        return np.asarray(counts, dtype=np.int64) + samplers.discrete_laplace(scale, np.shape(counts), ctx.rng)
+
+    def scale_for(self, eps: Fraction, sensitivity: Any = None) -> float:
+        """The discrete Laplace scale for ``eps`` (sensitivity: the count sensitivity by default)."""
+        sens = self.count_sensitivity if sensitivity is None else sensitivity
+        return laplace_scale(eps, sens, culprit=f"{self.name} budget part")
+
+    def finish(self, ctx: RunContext, grid: Any, rects: np.ndarray, values: np.ndarray, *, timer: Timer,
+               notes: tuple[str, ...] = (), details: dict[str, Any] | None = None,
+               tree: SpatialTree | None = None, solver: str | None = None,
+               assumptions: tuple[str, ...] = ()) -> SpatialRelease:
+        """Assemble the release and its accounting (the spends must compose to the total)."""
+        acc = Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.spec.delta,
+                         spends=tuple(ctx.spends), assumptions=ctx.assumptions + tuple(assumptions),
+                         notes=notes, details=dict(details or {}))
+        if acc.spent != acc.total:  # every mechanism here spends its whole budget, exactly
+            raise AssertionError(f"{self.name}: spends compose to {acc.spent}, not {acc.total}")
+        params = self.params()
+        params["randomness"] = ctx.randomness
+        return SpatialRelease(domain=grid.domain, rects=rects, values=values, accounting=acc, mechanism=self.name,
+                              params=params, timings=dict(timer.seconds), tree=tree,
+                              details=dict(details or {}), solver=solver)
