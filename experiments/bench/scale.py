@@ -11,12 +11,14 @@
 2. **Read and aggregate** the persons dataset with Dask on the cluster (one task per file, each
    file read in record batches; :func:`hierdp.scale.dataset.aggregate_parquet`) into a
    :class:`hierdp.scale.LevelTree` with the geography as its declared domain.
-3. **Release** it with InfTDA (epsilon 1, delta 1e-8, seeded) twice: serially, in a fresh
-   process (its own peak memory), and on the cluster (``engine="dask"``, workers restarted first
-   so their peak memory is the release's), the Dask run writing every level as Parquet partitions
-   into a checkpoint directory.
-4. **Print** seconds per level of both runs, the peak memory of the serial process and of each
-   worker (and of this driver), and whether the two seeded releases are equal, node for node.
+3. **Release** it with InfTDA (epsilon 1, delta 1e-8, seeded) twice, each checkpointing every
+   level: serially, in a fresh process (its own peak memory), and on the cluster
+   (``engine="dask"``, workers restarted first so their peak memory is the release's), where the
+   workers write each level's partitions as Parquet parts.
+4. **Print** seconds per level of both runs (and the seconds the Dask workers computed: with two
+   free cores the level's wall time approaches half of it), the peak memory of the serial process
+   and of each worker (and of this driver), and whether the two seeded releases are equal, node for
+   node.
 
 Usage: ``python -m experiments.bench.scale [--scale 1.0] [--workers 2] [--out results/scale]``.
 It needs about 12 GB of disk at full scale (the persons dataset compresses to a few GB; ``--keep``
@@ -117,15 +119,16 @@ def _levels_digest(levels: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> l
     return [hashlib.sha256(k.tobytes() + p.tobytes() + v.tobytes()).hexdigest() for k, p, v in levels]
 
 
-def _serial_release(tree_path: str, result_path: str) -> None:
-    """In a fresh process: load the tree, release serially, save the levels, timings and peak."""
+def _serial_release(tree_path: str, result_path: str, checkpoint: str) -> None:
+    """In a fresh process: load the tree, release serially (checkpointing, as the Dask run does),
+    save the levels, timings and peak."""
     from hierdp.mechanisms import create
 
     with open(tree_path, "rb") as f:
         tree = pickle.load(f)
     base = peak_mib()
     t0 = time.perf_counter()
-    rel = create("inftda", epsilon=EPSILON, delta=DELTA).release(tree, seed=SEED)
+    rel = create("inftda", epsilon=EPSILON, delta=DELTA).release(tree, seed=SEED, checkpoint=checkpoint)
     seconds = time.perf_counter() - t0
     levels = [(lv.keys, lv.parent, lv.values) for lv in rel.levels]
     with open(result_path, "wb") as f:
@@ -135,13 +138,14 @@ def _serial_release(tree_path: str, result_path: str) -> None:
 
 
 def serial_release(tree: Any, work: Path, in_process: bool = False) -> dict[str, Any]:
-    tree_path, result_path = work / "tree.pkl", work / "serial.pkl"
+    tree_path, result_path, checkpoint = work / "tree.pkl", work / "serial.pkl", work / "serial_checkpoint"
     with open(tree_path, "wb") as f:
         pickle.dump(tree, f, protocol=pickle.HIGHEST_PROTOCOL)
     if in_process:
-        _serial_release(str(tree_path), str(result_path))
+        _serial_release(str(tree_path), str(result_path), str(checkpoint))
     else:
-        proc = mp.get_context("spawn").Process(target=_serial_release, args=(str(tree_path), str(result_path)))
+        proc = mp.get_context("spawn").Process(target=_serial_release,
+                                               args=(str(tree_path), str(result_path), str(checkpoint)))
         proc.start()
         proc.join()
         if proc.exitcode != 0:
@@ -177,6 +181,9 @@ def dask_release(tree: Any, client: Any, checkpoint: Path, restart: bool = True)
     return {"levels": [(lv.keys, lv.parent, lv.values) for lv in rel.levels], "timings": list(rel.timings),
             "seconds": seconds, "worker_peak_mib": peaks, "released": [len(lv) for lv in rel.levels],
             "partitions": [st.get("partitions", 1) for st in rel.solver_stats],
+            # seconds the workers computed (expand + noise + solve of every partition), per level
+            "work_s": [sum(float(st.get(k, 0.0)) for k in ("expand_s", "noise_s", "solve_s"))
+                       for st in rel.solver_stats],
             "consistent": rel.check_consistency() == [],
             "parquet_parts": sum(1 for _ in checkpoint.glob("level=*/*.parquet"))}
 
@@ -231,7 +238,7 @@ def run(scale: float = 1.0, workers: int = 2, out: Path | None = None, chunk_row
     for L, name in enumerate(["nation", *LEVELS]):
         rows.append({"level": L, "name": name, "released": serial["released"][L],
                      "serial_s": serial["timings"][L], "dask_s": dask["timings"][L],
-                     "dask_partitions": dask["partitions"][L]})
+                     "dask_worker_s": dask["work_s"][L], "dask_partitions": dask["partitions"][L]})
     table = pd.DataFrame(rows)
     print("\nInfTDA (epsilon 1, delta 1e-8, seed %d), seconds per level:" % SEED)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
