@@ -15,10 +15,10 @@
    level: serially, in a fresh process (its own peak memory), and on the cluster
    (``engine="dask"``, workers restarted first so their peak memory is the release's), where the
    workers write each level's partitions as Parquet parts.
-4. **Print** seconds per level of both runs (and the seconds the Dask workers computed: with two
-   free cores the level's wall time approaches half of it), the peak memory of the serial process
-   and of each worker (and of this driver), and whether the two seeded releases are equal, node for
-   node.
+4. **Print** per level: wall seconds of both runs, CPU seconds of the serial level, the Dask
+   tasks' wall seconds (summed) and CPU seconds per worker (how the work was split: on free cores
+   the level takes about the larger share); the peak memory of the serial process, of each worker
+   and of this driver; and whether the two seeded releases are equal, node for node.
 
 Usage: ``python -m experiments.bench.scale [--scale 1.0] [--workers 2] [--out results/scale]``.
 It needs about 12 GB of disk at full scale (the persons dataset compresses to a few GB; ``--keep``
@@ -131,8 +131,10 @@ def _serial_release(tree_path: str, result_path: str, checkpoint: str) -> None:
     rel = create("inftda", epsilon=EPSILON, delta=DELTA).release(tree, seed=SEED, checkpoint=checkpoint)
     seconds = time.perf_counter() - t0
     levels = [(lv.keys, lv.parent, lv.values) for lv in rel.levels]
+    cpu = [float(st.get("cpu_s", 0.0)) for st in rel.solver_stats]
     with open(result_path, "wb") as f:
-        pickle.dump({"levels": levels, "timings": list(rel.timings), "seconds": seconds, "peak_mib": peak_mib(),
+        pickle.dump({"levels": levels, "timings": list(rel.timings), "cpu": cpu, "seconds": seconds,
+                     "peak_mib": peak_mib(),
                      "peak_before_mib": base, "released": [len(lv) for lv in rel.levels],
                      "consistent": rel.check_consistency() == []}, f)
 
@@ -184,6 +186,8 @@ def dask_release(tree: Any, client: Any, checkpoint: Path, restart: bool = True)
             # seconds the workers computed (expand + noise + solve of every partition), per level
             "work_s": [sum(float(st.get(k, 0.0)) for k in ("expand_s", "noise_s", "solve_s"))
                        for st in rel.solver_stats],
+            # CPU seconds of each level's tasks, per worker (the split of the work)
+            "cpu_by_worker": [dict(st.get("cpu_by_worker", {})) for st in rel.solver_stats],
             "consistent": rel.check_consistency() == [],
             "parquet_parts": sum(1 for _ in checkpoint.glob("level=*/*.parquet"))}
 
@@ -236,9 +240,12 @@ def run(scale: float = 1.0, workers: int = 2, out: Path | None = None, chunk_row
                    driver_peak_mib=peak_mib())
     rows = []
     for L, name in enumerate(["nation", *LEVELS]):
+        per_worker = sorted(dask["cpu_by_worker"][L].values(), reverse=True) + [0.0, 0.0]
         rows.append({"level": L, "name": name, "released": serial["released"][L],
-                     "serial_s": serial["timings"][L], "dask_s": dask["timings"][L],
-                     "dask_worker_s": dask["work_s"][L], "dask_partitions": dask["partitions"][L]})
+                     "serial_s": serial["timings"][L], "serial_cpu_s": serial["cpu"][L],
+                     "dask_s": dask["timings"][L], "dask_task_s": dask["work_s"][L],
+                     "dask_cpu_w1": per_worker[0], "dask_cpu_w2": per_worker[1],
+                     "dask_partitions": dask["partitions"][L]})
     table = pd.DataFrame(rows)
     print("\nInfTDA (epsilon 1, delta 1e-8, seed %d), seconds per level:" % SEED)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.2f}"))

@@ -184,10 +184,11 @@ class CheckpointRun:
     :meth:`commit_level` and :meth:`finish`.
     """
 
-    def __init__(self, directory: Path, manifest: dict[str, Any], resumed: bool) -> None:
+    def __init__(self, directory: Path, manifest: dict[str, Any], resumed: bool, created: bool = False) -> None:
         self.directory = directory
         self.manifest = manifest
         self.resumed = resumed
+        self.created = created  # the directory did not exist before this run
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -222,11 +223,12 @@ class CheckpointRun:
             if directory.is_dir() and any(directory.iterdir()):
                 raise CheckpointError(f"checkpoint directory {directory} is not empty; choose an empty or new "
                                       "directory (a checkpoint owns its directory)")
+            created = not directory.exists()
             directory.mkdir(parents=True, exist_ok=True)
             now = _dt.datetime.now(_dt.timezone.utc).isoformat()
             manifest = {"format": FORMAT, "version": VERSION, **header, "noise_key": None, "seed": None,
                         "levels": [], "spends": [], "spent": None, "complete": False, "created": now, "updated": now}
-            run = cls(directory, manifest, resumed=False)
+            run = cls(directory, manifest, resumed=False, created=created)
             run._write_manifest()
             return run
         directory = Path(resume)
@@ -360,6 +362,20 @@ class CheckpointRun:
         self.manifest["complete"] = True
         self._write_manifest()
         shutil.rmtree(self.directory / STAGING, ignore_errors=True)
+
+    def discard_if_empty(self) -> None:
+        """Undo a new checkpoint that committed nothing (the run was refused or failed before its
+        first level: an unreachable cluster, an accountant that cannot pay), so that the directory
+        can be used afresh; a checkpoint with committed levels is kept for a resume."""
+        if self.resumed or self.manifest["levels"]:
+            return
+        (self.directory / MANIFEST).unlink(missing_ok=True)
+        shutil.rmtree(self.directory / STAGING, ignore_errors=True)
+        if self.created:
+            try:
+                self.directory.rmdir()
+            except OSError:  # something else was put there meanwhile: leave it
+                pass
 
     def _clean_uncommitted(self) -> None:
         """Delete what an interrupted run left uncommitted: staged parts and level directories the

@@ -31,6 +31,7 @@ import copy
 import multiprocessing as mp
 import os
 import pickle
+import socket
 import tempfile
 import time
 from typing import Any
@@ -245,7 +246,9 @@ class Session:
         st: dict[str, Any] = {"parents": 0, "children": 0, "released": 0, "max_group": 0, "chunks": 0,
                               "expand_s": 0.0, "noise_s": 0.0, "solve_s": 0.0}
         keys, parents, values, paths, files = [], [], [], [], []
-        for res, info in results:
+        cpu_by_worker: dict[str, float] = {}
+        for res, info, worker in results:
+            cpu_by_worker[worker] = cpu_by_worker.get(worker, 0.0) + float(res.stats.get("cpu_s", 0.0))
             keys.append(res.keys)
             parents.append(res.parent_rows)
             values.append(res.values)
@@ -260,20 +263,22 @@ class Session:
                              np.concatenate(values) if values else empty.copy())
         st["partitions"] = len(parts)
         st["engine"] = self.engine_name
+        st["cpu_by_worker"] = cpu_by_worker  # CPU seconds of this level's tasks, per worker process
         if st["parents"]:
             self._fan_out[L + 1] = max(1.0, st["children"] / st["parents"])
         new_paths = (np.concatenate(paths) if paths else np.zeros(0)) if prev_paths is not None else None
         return level, st, new_paths, (files if stage_dir is not None else None)
 
-    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any]]:
+    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
         raise NotImplementedError
 
     def close(self) -> None:
         """Release what the session holds (a cluster made for the run, a pool, temporary files)."""
 
 
-def run_partition(mech: Any, tree: Any, payload: tuple) -> tuple[Any, Any]:
-    """One task: expand, noise, solve one partition; write its Parquet part when staging."""
+def run_partition(mech: Any, tree: Any, payload: tuple) -> tuple[Any, Any, str]:
+    """One task: expand, noise, solve one partition; write its Parquet part when staging. Returns
+    the partition's result, its part's file entry (or ``None``) and the worker that ran it."""
     from hierdp.scale.checkpoint import write_level_part
 
     index, L, rows, pkeys, pvalues, ppaths, param, sens, source, stage = payload
@@ -282,7 +287,7 @@ def run_partition(mech: Any, tree: Any, payload: tuple) -> tuple[Any, Any]:
     if stage is not None:
         info = write_level_part(os.path.join(stage, f"part-{index:05d}.parquet"), res.keys, res.parent_rows,
                                 res.values, res.paths)
-    return res, info
+    return res, info, f"{socket.gethostname()}:{os.getpid()}"
 
 
 # -- processes ------------------------------------------------------------------------------------
@@ -299,7 +304,7 @@ def _load_cached(path: str) -> Any:
     return obj
 
 
-def _process_task(state_path: str, payload: tuple) -> tuple[Any, Any]:
+def _process_task(state_path: str, payload: tuple) -> tuple[Any, Any, str]:
     mech, tree = _load_cached(state_path)
     return run_partition(mech, tree, payload)
 
@@ -325,7 +330,7 @@ class _ProcessSession(Session):
             self.executor = engine.executor  # type: ignore[assignment]
         self.workers = getattr(self.executor, "_max_workers", engine.workers)
 
-    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any]]:
+    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
         futures = [self.executor.submit(_process_task, self._path, p) for p in payloads]
         try:
             return [f.result() for f in futures]
@@ -344,7 +349,7 @@ class _ProcessSession(Session):
 
 
 # -- dask -----------------------------------------------------------------------------------------
-def _dask_task(mech: Any, tree: Any, payload: tuple) -> tuple[Any, Any]:
+def _dask_task(mech: Any, tree: Any, payload: tuple) -> tuple[Any, Any, str]:
     return run_partition(mech, tree, payload)
 
 
@@ -392,7 +397,7 @@ class _DaskSession(Session):
             raise
         self._token = f"{id(self):x}-{time.monotonic_ns():x}"
 
-    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any]]:
+    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
         futures = [self.client.submit(_dask_task, self._mech, self._tree, p, pure=False,
                                       key=f"hierdp-{self._token}-L{p[1]}-p{p[0]}") for p in payloads]
         try:

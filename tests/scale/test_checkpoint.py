@@ -18,7 +18,7 @@ import pytest
 
 from hierdp.mechanisms import InfTDA, TDA, TopDownMechanism
 from hierdp.mechanisms.topdown import PerNodePlan
-from hierdp.privacy import Accountant, Budget, PrivacyParameterError
+from hierdp.privacy import Accountant, Budget, BudgetExceeded, PrivacyParameterError
 from hierdp.scale import CheckpointError, DaskEngine, read_level
 from hierdp.scale.checkpoint import MANIFEST
 
@@ -83,6 +83,9 @@ def test_the_checkpoint_is_a_parquet_dataset_of_the_levels(tmp_path):
 
 def test_a_caller_accountant_is_charged_once_per_level_measured(tmp_path, monkeypatch):
     rho = Budget.zcdp(0.6)
+    with pytest.raises(BudgetExceeded):  # refused before any noise: no checkpoint is left behind
+        InfTDA(rho=0.6).release(TREE, seed=4, checkpoint=tmp_path / "refused", accountant=Accountant(Budget.zcdp(0.1)))
+    assert not (tmp_path / "refused").exists()
     full = InfTDA(rho=0.6).release(TREE, seed=4)
     per_level = [s.budget for s in full.accounting.spends]
     ck = tmp_path / "ck"

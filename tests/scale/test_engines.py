@@ -112,12 +112,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_an_unreachable_scheduler_is_refused_before_any_noise():
+def test_an_unreachable_scheduler_is_refused_before_any_noise(tmp_path):
     acct = Accountant(Budget.zcdp(1.0))
     mech = InfTDA(rho=0.5, engine=DaskEngine(f"tcp://127.0.0.1:{_free_port()}", connect_timeout=1))
     with pytest.raises(SchedulerUnreachable, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:"):
-        mech.release(TREE, seed=1, accountant=acct)
+        mech.release(TREE, seed=1, accountant=acct, checkpoint=tmp_path / "ck")
     assert acct.spent.is_zero and acct.ledger == []
+    assert not (tmp_path / "ck").exists()  # no checkpoint of a run that never started
 
 
 def test_a_mechanism_that_cannot_be_pickled_is_refused_before_any_noise(process_pool):

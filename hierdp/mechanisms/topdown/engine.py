@@ -247,7 +247,7 @@ class TopDownMechanism(Mechanism):
         Raises:
             _ChunkFailed: the solve failed (with the parents of the failing groups).
         """
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         child_keys, offsets, true = tree.expand(L, parent_keys)
         sizes = np.diff(offsets)
         t1 = time.perf_counter()
@@ -279,7 +279,7 @@ class TopDownMechanism(Mechanism):
         keep = sol > 0
         st = {"parents": int(rows_has.size), "children": int(child_keys.size), "released": int(keep.sum()),
               "max_group": int(sizes.max()) if sizes.size else 0, "chunks": 1, "expand_s": t1 - t0,
-              "noise_s": t2 - t1, "solve_s": t3 - t2, **sstats}
+              "noise_s": t2 - t1, "solve_s": t3 - t2, "cpu_s": time.process_time() - cpu0, **sstats}
         return ChunkResult(child_keys[keep], np.repeat(rows_has, sizes[has])[keep], sol[keep],
                            paths[keep] if paths is not None else None, st)
 
@@ -352,7 +352,12 @@ class TopDownMechanism(Mechanism):
 
             run = CheckpointRun.open(self, tree, checkpoint=checkpoint, resume=resume,
                                      secure=self._secure_for(secure), accountant=accountant)
-        session = self.engine.open(self, tree)  # connects to a cluster, sends the tree: before any noise
+        try:
+            session = self.engine.open(self, tree)  # connects to a cluster, sends the tree: before any noise
+        except BaseException:
+            if run is not None:
+                run.discard_if_empty()
+            raise
         try:
             external = None
             if run is not None and run.resumed and accountant is not None:
@@ -408,6 +413,10 @@ class TopDownMechanism(Mechanism):
             if run is not None:
                 run.finish()
             return release
+        except BaseException:
+            if run is not None:
+                run.discard_if_empty()  # refused before its first level: leave no checkpoint behind
+            raise
         finally:
             if session is not None:
                 session.close()
