@@ -21,6 +21,13 @@ column is numeric (exact integers). Rows are numbered from 0, the header not cou
 The output (CSV, ``.csv.gz``, or Parquet for ``.parquet``/``.pq``) has one row per released node.
 It is written atomically, never over an input, and over an existing file only with
 ``--overwrite``.
+
+Scale-out (TopDown mechanisms, docs/scale.md): ``--engine processes|dask`` runs each level's
+partitions on a process pool or a Dask cluster (``--scheduler ADDRESS``, else a local cluster of
+``--workers`` processes); a seeded release is the same on every engine. The input may then be a
+directory holding a Parquet dataset larger than memory (``--levels`` layout), read and aggregated
+with Dask. ``--checkpoint DIR`` writes every finished level; ``--resume DIR`` continues an
+interrupted run from its last finished level (same input and parameters, else refused).
 """
 
 from __future__ import annotations
@@ -33,9 +40,13 @@ from typing import Any
 
 from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
+from hierdp.errors import HierdpError
 
 __all__ = ["add_release_parser", "run_release", "build_tree", "build_mechanism", "read_table",
            "MECHANISMS_WITH_SOLVER", "randomness_text"]
+
+#: seconds to reach a --scheduler before giving up
+CONNECT_TIMEOUT = 10.0
 
 #: built-in mechanisms whose post-processing is a solver (the others take no --solver/--time-limit)
 MECHANISMS_WITH_SOLVER = frozenset({"inftda", "tda_l2", "tda_l2_exact", "tda_linf"})
@@ -131,8 +142,95 @@ def add_release_parser(subparsers: Any) -> None:
     add_layout_arguments(p)
     from hierdp.cli.group_sizes import add_group_size_arguments  # group sizes (paper 001): --unit
     add_group_size_arguments(p)
+    add_scale_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_release)
+
+
+def add_scale_arguments(p: argparse.ArgumentParser) -> None:
+    """Engines and checkpoints (TopDown mechanisms; see docs/scale.md)."""
+    scale = p.add_argument_group("scale-out and checkpoints (TopDown mechanisms)")
+    scale.add_argument("--engine", choices=("serial", "processes", "dask"), default=None,
+                       help="where levels run: this process (default), a process pool, or a Dask cluster; seeded "
+                            "releases are identical on every engine")
+    scale.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="Dask scheduler address (tcp://host:8786) for --engine dask (default: a local cluster)")
+    scale.add_argument("--workers", type=_positive_int, default=None,
+                       help="processes of the pool or of the local Dask cluster (default 2)")
+    scale.add_argument("--checkpoint", metavar="DIR", default=None,
+                       help="write every finished level (values, accounting so far, parameters, input fingerprint) "
+                            "to DIR, a new or empty directory")
+    scale.add_argument("--resume", metavar="DIR", default=None,
+                       help="continue the interrupted run checkpointed in DIR from its last finished level (same "
+                            "input and parameters; its seed unless --seed is given)")
+
+
+def check_scale_arguments(args: argparse.Namespace) -> None:
+    """Refuse inconsistent engine / checkpoint flags before any input is read."""
+    engine = getattr(args, "engine", None)
+    if getattr(args, "scheduler", None) is not None:
+        if engine not in (None, "dask"):
+            raise CliError(f"--scheduler is the address of a Dask scheduler; it needs --engine dask, not --engine "
+                           f"{engine}")
+        args.engine = engine = "dask"
+    if getattr(args, "workers", None) is not None and engine not in ("processes", "dask"):
+        raise CliError("--workers needs --engine processes or --engine dask")
+    if getattr(args, "workers", None) is not None and args.scheduler is not None:
+        raise CliError("--workers sizes a local Dask cluster; a --scheduler's cluster has its own workers")
+    if args.checkpoint is not None and args.resume is not None:
+        raise CliError("give --checkpoint DIR for a new run or --resume DIR to continue one, not both (a resumed "
+                       "run keeps writing to its own checkpoint)")
+    if args.resume is not None and args.seed is not None and args.secure:
+        raise CliError("--seed and --secure exclude each other")
+    if Path(args.input).is_dir():
+        from hierdp.scale.dataset import parquet_files
+
+        try:
+            parquet_files(args.input)
+        except HierdpError:
+            raise CliError(f"input {args.input} is a directory with no .parquet files (a directory input is read as "
+                           "a Parquet dataset)") from None
+        if not args.levels or args.origin or args.origin_levels:
+            raise CliError(f"input {args.input} is a directory: a Parquet dataset is read with the --levels layout "
+                           "only")
+
+
+def is_dataset(args: argparse.Namespace) -> bool:
+    """True when the input is a directory (a Parquet dataset)."""
+    return Path(args.input).is_dir()
+
+
+def open_dask_client(args: argparse.Namespace) -> Any:
+    """A ``distributed.Client`` for --engine dask: the --scheduler's, or a local cluster's."""
+    import logging
+
+    from hierdp.scale.errors import SchedulerUnreachable
+
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise CliError("--engine dask needs dask.distributed: pip install 'hierdp[dask]'") from None
+    if args.scheduler is not None:
+        try:
+            return Client(args.scheduler, timeout=CONNECT_TIMEOUT)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {args.scheduler!r} within "
+                                       f"{CONNECT_TIMEOUT:g} s ({type(exc).__name__}: {exc}); nothing was read or "
+                                       "written") from None
+    cluster = LocalCluster(n_workers=args.workers or 2, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", silence_logs=logging.ERROR)
+    client = Client(cluster)
+    client._hierdp_cluster = cluster  # closed with the client
+    return client
+
+
+def close_dask_client(client: Any) -> None:
+    if client is None:
+        return
+    cluster = getattr(client, "_hierdp_cluster", None)
+    client.close()
+    if cluster is not None:
+        cluster.close()
 
 
 def _split(s: str | None) -> list[str] | None:
@@ -185,10 +283,29 @@ def check_domain_arguments(args: argparse.Namespace) -> None:
 
 
 def input_files(args: argparse.Namespace) -> list[Path]:
-    """Every file the command reads."""
-    files = [Path(args.input)] if getattr(args, "input", None) else []
+    """Every file the command reads (a Parquet dataset directory is checked by its reader)."""
+    files = [Path(args.input)] if getattr(args, "input", None) and not Path(args.input).is_dir() else []
     files += [Path(f) for f in (args.geo, args.destination_geo) if f]
     return files
+
+
+def build_dataset_tree(args: argparse.Namespace, client: Any = None) -> Any:
+    """The tree of a Parquet dataset directory (``--levels`` layout), aggregated with Dask."""
+    from hierdp.scale.tree import LevelTree
+
+    levels = _split(args.levels)
+    geo = read_table(args.geo, what="--geo") if args.geo else None
+    if geo is not None:
+        missing = [c for c in levels if c not in geo.columns]
+        if missing:
+            raise CliError(f"--geo {Path(args.geo).name}: no level column {missing[0]!r}; it needs the --levels "
+                           f"columns {levels} (it has {list(geo.columns)})")
+        domain = geo[levels]
+    else:
+        domain = None
+    tree = LevelTree.from_parquet(args.input, levels, args.count, domain=domain,
+                                  observed_domain_public=geo is None, client=client)
+    return tree
 
 
 def build_tree(args: argparse.Namespace, df: Any) -> Any:
@@ -312,26 +429,54 @@ def run_release(args: argparse.Namespace) -> int:
     # everything that can be refused is refused before any input is read or noise drawn
     for f in input_files(args):
         check_input_file(f, "input" if f == Path(args.input) else "--geo")
+    if not Path(args.input).exists():
+        raise CliError(f"input file not found: {args.input}")
     out = check_output_path(args.output, input_files(args), overwrite=args.overwrite)
     layout_of(args)
     check_domain_arguments(args)
+    check_scale_arguments(args)
     if args.secure and args.seed is not None:
         raise CliError("--seed and --secure exclude each other: a seeded release is reproducible, hence not "
                        "for publication; drop --seed for a real release")
     mech = build_mechanism(args)
-    drawn = not args.secure and args.seed is None
+    scaled = args.engine not in (None, "serial") or args.checkpoint is not None or args.resume is not None
+    if scaled and not hasattr(mech, "set_engine"):
+        flags = [f for f, v in (("--engine", args.engine not in (None, "serial")), ("--checkpoint", args.checkpoint),
+                                ("--resume", args.resume)) if v]
+        raise CliError(f"{flags[0]} applies to the TopDown mechanisms (inftda, tda_l2, tda_l2_exact, tda_linf, "
+                       f"topdown), not to --mechanism {args.mechanism}")
+    drawn = not args.secure and args.seed is None and args.resume is None
     seed = None if args.secure else (secrets.randbelow(2**32) if drawn else args.seed)
-    console.say(randomness_text(args.secure, seed, drawn))
+    if args.resume is not None and not args.secure and seed is None:
+        console.say("randomness: seeded (reproducible, not for publication), the checkpoint's seed")
+    else:
+        console.say(randomness_text(args.secure, seed, drawn))
     console.say(domain_text(args))
+    client = open_dask_client(args) if args.engine == "dask" else None  # unreachable: refused before reading
+    if client is not None:
+        mech.set_engine("dask", client)
+    elif args.engine == "processes":
+        mech.set_engine("processes", args.workers or 2)
+    extra: dict[str, Any] = {}
+    if args.checkpoint is not None:
+        extra["checkpoint"] = args.checkpoint
+    if args.resume is not None:
+        extra["resume"] = args.resume
+    if scaled:
+        console.say(f"engine: {mech.engine.describe()}" + (f"; checkpoint {args.checkpoint or args.resume}"
+                                                             if extra else ""))
     written = False
     try:
         def work() -> tuple[Any, Any, float, Any]:
             t0 = time.perf_counter()
-            df = read_table(args.input, counts=[args.count] if args.count else [])
-            tree = build_tree(args, df)
+            if is_dataset(args):
+                tree = build_dataset_tree(args, client)
+            else:
+                df = read_table(args.input, counts=[args.count] if args.count else [])
+                tree = build_tree(args, df)
             check_public_domain(tree)
             t_build = time.perf_counter() - t0
-            return tree, t_build, mech.release(tree, seed=seed, progress=not args.quiet)
+            return tree, t_build, mech.release(tree, seed=seed, progress=not args.quiet, **extra)
 
         try:
             tree, t_build, rel = run_interruptible(work)
@@ -339,6 +484,8 @@ def run_release(args: argparse.Namespace) -> int:
             if isinstance(exc, ObservedDomainError):
                 raise
             raise privacy_context(args, exc) from None
+        finally:
+            close_dask_client(client)
         frame = rel.to_frame()
         write_table_atomic(frame, out)
         written = True

@@ -32,7 +32,8 @@ from hierdp.hierarchy.geography import free_root_name
 PATH_SEP = "/"
 DEFAULT_ROOT_NAME = "total"
 
-__all__ = ["FrameTree", "frame_arrays", "edge_arrays", "graph_arrays", "check_graph_levels", "PATH_SEP"]
+__all__ = ["FrameTree", "FrameStructure", "frame_structure", "frame_arrays", "edge_arrays", "graph_arrays",
+           "check_graph_levels", "PATH_SEP"]
 
 
 def _plain_index(values: np.ndarray) -> pd.Index:
@@ -125,41 +126,182 @@ def _domain_frame(domain: Any, levels: list[str]) -> pd.DataFrame:
 
 
 def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Integer codes and uniques of one level column, sorted when the values are comparable."""
+    """Integer codes and uniques of one level column, sorted when the values are comparable.
+
+    The uniques are kept as int64 when the column holds integers (their labels are their decimal
+    strings, built only when names are), else as an object array of their strings.
+    """
     if isinstance(col.dtype, pd.CategoricalDtype):
         col = col.astype(object)  # categories of data and domain may differ: compare the values
+    dense = _dense_integer_codes(col)
+    if dense is not None:
+        return dense
     try:
         codes, uniques = pd.factorize(col, sort=True)
     except TypeError:  # mixed, incomparable types: keep first-appearance order
         codes, uniques = pd.factorize(col, sort=False)
-    labels = np.asarray(pd.Index(uniques).astype(str), dtype=object)
+    index = pd.Index(uniques)
+    if index.dtype.kind == "i" or (index.dtype.kind == "u" and (len(index) == 0 or int(index.max()) < 2 ** 63)):
+        return codes.astype(np.int64), index.to_numpy().astype(np.int64)
+    labels = np.asarray(index.astype(str), dtype=object)
     return codes.astype(np.int64), labels
 
 
-def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,
-                 root_name: str | None = None, domain: Any = None) -> FrameTree:
-    """Canonical arrays of the hierarchy of a frame with one column per level (coarse to fine).
+def _dense_integer_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """``pd.factorize(col, sort=True)`` for a numpy integer column whose values span a range not
+    much wider than the column (years, months, days, dense ids): a presence table instead of a
+    hash table; ``None`` for any other column."""
+    if not (isinstance(col.dtype, np.dtype) and col.dtype.kind in "iu") or len(col) == 0:
+        return None
+    values = col.to_numpy()
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= 4 * len(values) + 1024 or hi >= 2 ** 63:
+        return None
+    shifted = values.astype(np.int64) - lo
+    present = np.bincount(shifted, minlength=hi - lo + 1) > 0
+    code_of = np.cumsum(present) - 1
+    return code_of[shifted], np.flatnonzero(present) + lo
 
-    Each row is one unit (``count=None``) or carries a count in column ``count``; rows with the
-    same leaf path are summed. Node names are paths of level values joined by ``"/"`` from the
-    first level down (``"Europe/Italy/Lazio/Rome"``); the root is ``root_name`` and
-    ``level_names == [root_name, *levels]``. Children are sorted by value within each parent.
 
-    ``domain``: a frame of the level columns (or a Geography) listing every possible path;
-    the tree then has exactly the domain's nodes (those without rows count 0) and a row whose
-    path is not in it is refused. Without it the nodes are the rows' paths.
+def label_strings(labels: np.ndarray) -> np.ndarray:
+    """The labels as an object array of str (integer uniques become their decimal strings, as
+    ``pd.Index(...).astype(str)`` writes them)."""
+    if labels.dtype == object:
+        return labels
+    return np.asarray(pd.Index(labels).astype(str), dtype=object)
 
-    ``root_name=None`` names the root ``"total"``, or ``"(total)"`` when a first-level value
-    or a level column is spelled ``total``; an explicit ``root_name`` that clashes is refused.
 
-    Vectorized: one factorize per level column, one lexsort, and per level one boundary scan
-    and one ``reduceat`` (10^6 rows with 4 levels take about a second).
+@dataclass(frozen=True)
+class FrameStructure:
+    """A frame's hierarchy in canonical order without node names (see :func:`frame_structure`).
 
-    Raises:
-        UnknownColumnError, EmptyInputError, MissingValueError (NaN in a level column),
-        CountError (NaN/negative/non-integer count, naming the row; a total beyond int64),
-        UnknownNodeError (a row outside the declared domain), MultipleParentsError (two paths
-        that spell the same name, e.g. a value containing ``"/"``).
+    Attributes:
+        parent, level_ptr, counts, level_names: as in :class:`FrameTree`.
+        root_name: the root's name.
+        labels: per level below the root, the sorted distinct values of its column: int64 for
+            integer columns, else an object array of their strings (see :meth:`strings`).
+        label_code: per node, the index of its value in ``labels[level - 1]`` (-1 for the root).
+    """
+
+    parent: np.ndarray
+    level_ptr: np.ndarray
+    level_names: list[str]
+    counts: np.ndarray
+    root_name: str
+    labels: list[np.ndarray]
+    label_code: np.ndarray
+
+    def strings(self, k: int) -> np.ndarray:
+        """The labels of level ``k + 1`` as strings (object array)."""
+        return label_strings(self.labels[k])
+
+    def names_of(self, level: int, nodes: np.ndarray) -> np.ndarray:
+        """``"/"``-joined path names (object array of str) of the given nodes of ``level``
+        (global canonical indices), built from their ancestors' labels, one level at a time."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if level == 0:
+            return np.full(nodes.size, self.root_name, dtype=object)
+        chain = [nodes]
+        for _ in range(level - 1):
+            chain.append(self.parent[chain[-1]])
+
+        def labels_of(lev: int, nodes_at: np.ndarray) -> np.ndarray:
+            codes = self.label_code[nodes_at]
+            lab = self.labels[lev - 1]
+            return lab[codes] if lab.dtype == object else label_strings(lab[codes])
+
+        names = labels_of(1, chain[-1])
+        for lev in range(2, level + 1):  # only the requested nodes' labels become strings
+            names = names + _with_sep(labels_of(lev, chain[level - lev]))
+        return np.asarray(names, dtype=object)
+
+    def all_names(self) -> np.ndarray:
+        """Every node's name, in canonical order (object array of str)."""
+        parts = [np.array([self.root_name], dtype=object)]
+        n_levels = self.level_ptr.size - 1
+        for lev in range(1, n_levels):
+            a, b = int(self.level_ptr[lev]), int(self.level_ptr[lev + 1])
+            codes = self.label_code[a:b]
+            if lev == 1:
+                parts.append(self.strings(0)[codes])
+            else:
+                # a node's name is its parent's name, the separator and its value: one concatenation
+                # (siblings are contiguous and parents in order: repeat each parent's name)
+                pa, pb = int(self.level_ptr[lev - 1]), int(self.level_ptr[lev])
+                kids = np.bincount(self.parent[a:b] - pa, minlength=pb - pa)
+                parts.append(np.repeat(parts[-1], kids) + _with_sep(self.strings(lev - 1))[codes])
+        return np.concatenate(parts)
+
+    def names_are_unique(self) -> bool:
+        """True when the names are unique by construction: no value (and not the root name)
+        contains the separator and the values of each level are distinct strings, so a level-L
+        name has exactly L - 1 separators and distinct (parent, value) pairs spell distinct names
+        (the root name differs from every first-level value by construction)."""
+        if PATH_SEP in self.root_name:
+            return False
+        for lab in self.labels:
+            if lab.dtype != object:
+                continue  # distinct integers: distinct decimal strings without a separator
+            if len(set(lab.tolist())) != lab.size or any(PATH_SEP in x for x in lab.tolist()):
+                return False
+        return True
+
+
+def _with_sep(labels: np.ndarray) -> np.ndarray:
+    """``"/" + label`` for every label (a short array: one entry per distinct value)."""
+    out = np.empty(labels.size, dtype=object)
+    out[:] = [PATH_SEP + x for x in labels.tolist()]
+    return out
+
+
+def _sort_order(coded: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(order, key)``: the stable order of rows by their code tuple (first level the primary
+    key; ``None`` when the rows are already in order) and the mixed-radix key whose digits are the
+    level codes (``None`` when it would not fit int64).
+
+    Codes are combined into one int64 key (mixed radix) when the product of the level sizes fits
+    (else paths are ranked level by level), so one sort replaces a multi-key lexsort: none for
+    rows already in order (as rows from a group-by are), a counting sort when every key occurs
+    once and the key range is small (one row per leaf, the usual aggregated frame), else one
+    stable argsort. The order is the one ``np.lexsort`` gives.
+    """
+    sizes = [max(1, labels.size) for _, labels in coded]
+    m = coded[0][0].size
+    if float(np.prod(np.array(sizes, dtype=np.float64))) < 2.0 ** 62:
+        key = coded[0][0].copy()
+        for (codes, _), size in zip(coded[1:], sizes[1:]):
+            key *= size
+            key += codes
+        prefix_key = key
+        span = int(np.prod(np.array(sizes, dtype=np.int64)))
+    else:
+        # too many combinations for one mixed-radix key (e.g. global ids at every level): rank the
+        # paths level by level instead - the rank of (parent path rank, code) pairs, in order -
+        # so the key stays below the number of distinct paths
+        key = coded[0][0].copy()
+        for (codes, _), size in zip(coded[1:], sizes[1:]):
+            key, _ = pd.factorize(key * size + codes, sort=True)
+            key = key.astype(np.int64)
+        prefix_key = None  # ranks do not carry the coarser levels' digits: the loop reads the codes
+        span = int(key.max()) + 1 if m else 0
+    if m < 2 or bool(np.all(key[1:] >= key[:-1])):
+        return None, prefix_key
+    if span <= 8 * m:
+        present = np.bincount(key, minlength=span)
+        if int(present.max()) == 1:  # distinct keys: a key's rank is its position
+            rank = np.cumsum(present) - 1
+            order = np.empty(m, np.int64)
+            order[rank[key]] = np.arange(m, dtype=np.int64)
+            return order, prefix_key
+    return np.argsort(key, kind="stable"), prefix_key
+
+
+def frame_structure(df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,
+                    root_name: str | None = None, domain: Any = None) -> FrameStructure:
+    """The hierarchy of a frame with one column per level, without building node names.
+
+    Same input, checks and errors as :func:`frame_arrays` (which adds the names), except the
+    check that two paths spell the same name: names exist only in :func:`frame_arrays`.
     """
     levels = [levels] if isinstance(levels, str) else list(levels)
     _check_frame(df, levels, count)
@@ -179,7 +321,7 @@ def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = No
         columns = [df[c] for c in levels]
     m = m_dom + m_data
     coded = [_codes(col) for col in columns]
-    first_labels = set(coded[0][1].tolist())
+    first_labels = set(label_strings(coded[0][1]).tolist())
     taken = first_labels | {str(c) for c in levels}
     if root_name is None:
         root_name = free_root_name(DEFAULT_ROOT_NAME, taken)
@@ -187,40 +329,83 @@ def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = No
         what = "a level column" if root_name in {str(c) for c in levels} else f"a value of level column {levels[0]!r}"
         raise HierarchyError(f"root_name {root_name!r} is also {what}; node and level names must differ "
                              "(pass another root_name, or none for an automatic one)")
-    order = np.lexsort([c for c, _ in coded][::-1])  # first level is the primary key
-    w = weights[order]
-    new_group = np.zeros(m, bool)
-    new_group[0] = True
-    names_parts = [np.array([root_name], dtype=object)]
+    order, key = _sort_order(coded)
+    w = weights if order is None else weights[order]
+    sorted_key = None if key is None else (key if order is None else key[order])
+    sizes = [max(1, labels.size) for _, labels in coded]
     parent_parts = [np.array([-1], np.int64)]
     count_parts = [np.array([int(w.sum())], np.int64)]
-    prev_starts = np.zeros(1, np.int64)  # the root "group" starts at row 0
+    code_parts = [np.array([-1], np.int64)]
+    prev_flags = np.zeros(m, bool)  # rows where a group of the previous level starts (the root: row 0)
+    prev_flags[0] = True
     prev_offset = 0  # global index of the first node of the previous level
+    prev_size = 1
     level_sizes = [1]
-    for codes, labels in coded:
-        c = codes[order]
-        new_group[1:] |= c[1:] != c[:-1]  # a group ends where this or any coarser value changes
-        starts = np.flatnonzero(new_group)
-        local_parent = np.searchsorted(prev_starts, starts, side="right") - 1
-        values = labels[c[starts]]
-        if len(names_parts) == 1:
-            names = values.copy()
+    for k, (codes, _labels) in enumerate(coded):
+        if sorted_key is not None:
+            # the level-k path of a row is its key without the finer levels' digits
+            prefix = sorted_key // int(np.prod(np.array(sizes[k + 1:], dtype=np.int64))) if k + 1 < len(sizes) \
+                else sorted_key
+            flags = np.empty(m, bool)
+            flags[0] = True
+            np.not_equal(prefix[1:], prefix[:-1], out=flags[1:])
+            starts = np.flatnonzero(flags)
+            node_codes = prefix[starts] % sizes[k]
         else:
-            names = names_parts[-1][local_parent] + PATH_SEP + values
-        names_parts.append(names)
-        parent_parts.append(local_parent + prev_offset)
+            c = codes if order is None else codes[order]
+            flags = prev_flags.copy()
+            flags[1:] |= c[1:] != c[:-1]  # a group ends where this or any coarser value changes
+            starts = np.flatnonzero(flags)
+            node_codes = c[starts]
+        # a node's parent is the last previous-level group starting at or before its first row
+        parent_parts.append(np.cumsum(prev_flags[starts]) - 1 + prev_offset)
+        code_parts.append(node_codes.astype(np.int64, copy=False))
         count_parts.append(np.add.reduceat(w, starts))
-        prev_offset += prev_starts.size
-        prev_starts = starts
+        prev_offset += prev_size
+        prev_size = starts.size
+        prev_flags = flags
         level_sizes.append(starts.size)
     if m_dom:
-        _check_rows_in_domain(order, prev_starts, m_dom, df, levels)
-    names = np.concatenate(names_parts)
-    parent = np.concatenate(parent_parts)
-    check_unique_names(names, parent)
+        _check_rows_in_domain(np.arange(m, dtype=np.int64) if order is None else order, np.flatnonzero(prev_flags),
+                              m_dom, df, levels)
     level_ptr = np.zeros(len(level_sizes) + 1, np.int64)
     np.cumsum(level_sizes, out=level_ptr[1:])
-    return FrameTree(names, parent, level_ptr, [root_name, *levels], np.concatenate(count_parts))
+    return FrameStructure(np.concatenate(parent_parts), level_ptr, [root_name, *levels], np.concatenate(count_parts),
+                          root_name, [labels for _, labels in coded], np.concatenate(code_parts))
+
+
+def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,
+                 root_name: str | None = None, domain: Any = None) -> FrameTree:
+    """Canonical arrays of the hierarchy of a frame with one column per level (coarse to fine).
+
+    Each row is one unit (``count=None``) or carries a count in column ``count``; rows with the
+    same leaf path are summed. Node names are paths of level values joined by ``"/"`` from the
+    first level down (``"Europe/Italy/Lazio/Rome"``); the root is ``root_name`` and
+    ``level_names == [root_name, *levels]``. Children are sorted by value within each parent.
+
+    ``domain``: a frame of the level columns (or a Geography) listing every possible path;
+    the tree then has exactly the domain's nodes (those without rows count 0) and a row whose
+    path is not in it is refused. Without it the nodes are the rows' paths.
+
+    ``root_name=None`` names the root ``"total"``, or ``"(total)"`` when a first-level value
+    or a level column is spelled ``total``; an explicit ``root_name`` that clashes is refused.
+
+    Vectorized: one factorize per level column, one stable argsort of a combined key (none when
+    the rows are already sorted), per level one boundary scan and one ``reduceat``, and one string
+    concatenation per node for its name (the US-births frame, 372,555 rows over 4 levels, takes
+    about 0.15 s).
+
+    Raises:
+        UnknownColumnError, EmptyInputError, MissingValueError (NaN in a level column),
+        CountError (NaN/negative/non-integer count, naming the row; a total beyond int64),
+        UnknownNodeError (a row outside the declared domain), MultipleParentsError (two paths
+        that spell the same name, e.g. a value containing ``"/"``).
+    """
+    st = frame_structure(df, levels, count, root_name=root_name, domain=domain)
+    names = st.all_names()
+    if not st.names_are_unique():  # only then can two paths spell one name: find and name them
+        check_unique_names(names, st.parent)
+    return FrameTree(names, st.parent, st.level_ptr, st.level_names, st.counts)
 
 
 def _check_rows_in_domain(order: np.ndarray, leaf_starts: np.ndarray, m_dom: int, df: pd.DataFrame,

@@ -6,6 +6,10 @@ per-entry parameters broadcast against ``size`` (``size=None`` takes the paramet
 
 * a :class:`numpy.random.Generator` (from ``make_rng(seed)``): vectorized and reproducible, for
   experiments (floating-point arithmetic, not side-channel hardened), or
+* a :class:`~hierdp.privacy.counter_noise.NodeStreams` (``CounterRandom.from_seed(s).nodes(level,
+  keys)``): one counter-based stream per node, so that a node's value depends only on (seed, level,
+  node key) and not on how a level is split (discrete Laplace / Gaussian, ``size`` = number of
+  nodes; see :mod:`hierdp.privacy.counter_noise`), or
 * a :class:`~hierdp.privacy.rng.SecureRandom` (from ``make_rng(secure=True)``): exact integer /
   rational sampling from OS randomness, for real releases. Its default backend
   (``"vectorized"``, :mod:`hierdp.privacy.secure_sampling`) runs the exact CKS20 algorithms on
@@ -25,7 +29,8 @@ from typing import Callable, Sequence, Union
 
 import numpy as np
 
-from hierdp.privacy import secure_sampling
+from hierdp.privacy import counter_noise, secure_sampling
+from hierdp.privacy.counter_noise import NodeStreams
 from hierdp.privacy.errors import PrivacyParameterError
 from hierdp.privacy.opendp_backend import MAX_SCALE, opendp_discrete_gaussian, opendp_discrete_laplace
 from hierdp.privacy.rng import RandomSource, SecureRandom
@@ -37,10 +42,11 @@ Size = Union[int, Sequence[int], None]
 
 # -- argument handling ---------------------------------------------------------------------------
 def _check_rng(rng: object) -> bool:
-    """True for secure mode, False for numpy mode; anything else is refused."""
+    """True for secure mode, False for numpy mode (a Generator or counter-based node streams);
+    anything else is refused."""
     if isinstance(rng, SecureRandom):
         return True
-    if isinstance(rng, np.random.Generator):
+    if isinstance(rng, (np.random.Generator, NodeStreams)):
         return False
     raise TypeError(f"rng must be a numpy.random.Generator or SecureRandom (see make_rng), "
                     f"got {type(rng).__name__}")
@@ -197,6 +203,8 @@ def discrete_laplace(scale: float | Fraction | np.ndarray, size: Size,
     scale_arr = _param("scale", scale, size, secure)
     if secure:
         return _secure_integer("laplace", scale_arr, rng)
+    if isinstance(rng, NodeStreams):
+        return counter_noise.discrete_laplace(scale_arr.ravel(), rng).reshape(scale_arr.shape)
     if scale_arr.size and np.all(scale_arr == scale_arr.flat[0]):
         out = _np_discrete_laplace(scale_arr.flat[0], scale_arr.size, rng)
     else:
@@ -278,6 +286,8 @@ def discrete_gaussian(sigma2: float | Fraction | np.ndarray, size: Size,
     sigma2_arr = _param("sigma2", sigma2, size, secure)
     if secure:
         return _secure_integer("gaussian", sigma2_arr, rng)
+    if isinstance(rng, NodeStreams):
+        return counter_noise.discrete_gaussian(sigma2_arr.ravel(), rng).reshape(sigma2_arr.shape)
     return _np_discrete_gaussian(sigma2_arr, rng)
 
 
@@ -292,6 +302,9 @@ def laplace(scale: float | np.ndarray, size: Size, rng: RandomSource) -> np.ndar
         float64 array of shape ``size``.
     """
     secure = _check_rng(rng)
+    if isinstance(rng, NodeStreams):
+        raise TypeError("laplace: counter-based node streams draw discrete noise only (discrete_laplace, "
+                        "discrete_gaussian, geometric); pass a numpy Generator or SecureRandom")
     scale_arr = _positive_param("scale", scale, size)
     if secure:
         if rng.backend == "python":

@@ -21,13 +21,19 @@ instead spends exactly the granted budget (one part for the root), so the stated
 delivered one. Each part is recorded in the run's ledger (and the caller's accountant) before its
 noise is drawn. A failure after noise was drawn raises
 :class:`~hierdp.mechanisms.base.ReleaseAborted` with the partial release and the spends.
+
+Seeded noise is counter-based (:mod:`hierdp.privacy.counter_noise`): a node's noise is a pure
+function of (seed, level, node key), so a release is the same whether a level runs in one chunk,
+many chunks, a process pool or a Dask cluster (``engine=`` / ``executor=``, :mod:`hierdp.scale`),
+and a run resumed from a checkpoint (``release(..., checkpoint=DIR)`` / ``resume=DIR``,
+:mod:`hierdp.scale.checkpoint`) equals the uninterrupted one.
 """
 
 from __future__ import annotations
 
 import time
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -38,10 +44,11 @@ from hierdp.mechanisms.topdown.noise import NoiseModel, noise_model
 from hierdp.mechanisms.topdown.plan import BudgetPlan, PerNodePlan, budget_plan
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact
+from hierdp.privacy.counter_noise import CounterRandom
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release import Accounting, ReleaseLevel, TreeRelease
 
-__all__ = ["TopDownMechanism", "DEFAULT_SOLVERS"]
+__all__ = ["TopDownMechanism", "DEFAULT_SOLVERS", "ChunkResult", "merge_level_stats", "level_randomness"]
 
 #: the default level solver per objective: the exact fast paths
 DEFAULT_SOLVERS = {"linf": "intopt", "l2": "projection", "l1": "highs"}
@@ -54,6 +61,39 @@ class _ChunkFailed(Exception):
         super().__init__(str(cause))
         self.cause = cause
         self.parent_keys = parent_keys
+
+    def __reduce__(self) -> tuple:  # travels back from process and Dask workers
+        return (_ChunkFailed, (self.cause, self.parent_keys))
+
+
+class ChunkResult(NamedTuple):
+    """What one chunk (a partition) of a level produces: its children released positive."""
+
+    keys: np.ndarray         #: child keys (level L + 1)
+    parent_rows: np.ndarray  #: positions of their parents in the previous level's arrays
+    values: np.ndarray       #: released values (int64, > 0)
+    paths: np.ndarray | None  #: per-node plans: each child's path sum of budget fractions
+    stats: dict[str, Any]    #: counts, timings and the solver's statistics
+
+
+def merge_level_stats(total: dict[str, Any], part: dict[str, Any]) -> None:
+    """Add one chunk's statistics into a level's: counts and seconds add up, ``max_group`` is the
+    largest, other values (names) are kept as they are."""
+    for k, v in part.items():
+        if k == "max_group":
+            total[k] = max(int(total.get(k, 0)), int(v))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(total.get(k, 0), (int, float)):
+            total[k] = total.get(k, 0) + v
+        else:
+            total[k] = v
+
+
+def level_randomness(source: Any, level: int, keys: np.ndarray) -> Any:
+    """What a noise model draws a level's nodes with: their counter-based streams in seeded mode
+    (:class:`~hierdp.privacy.counter_noise.CounterRandom`), the OS randomness in secure mode."""
+    if isinstance(source, CounterRandom):
+        return source.nodes(level, keys)
+    return source
 
 
 class TopDownMechanism(Mechanism):
@@ -76,6 +116,12 @@ class TopDownMechanism(Mechanism):
         time_limit: seconds per solver call (a chunk of a level).
         secure: OS randomness and exact samplers (real releases).
         conversion: ``"analytic"`` (paper 000 Lemma 3) or ``"numeric"`` for an (ε, δ) target.
+        engine: where levels run: ``"serial"`` (default, this process), ``"processes"`` or
+            ``"dask"``, or an engine object (:mod:`hierdp.scale.executors`); seeded releases are
+            identical on every engine.
+        executor: for ``"processes"`` a ``concurrent.futures.Executor`` or a number of workers;
+            for ``"dask"`` a ``distributed.Client``, a scheduler address, a ``LocalCluster`` or a
+            number of workers of a LocalCluster made for each release (default 2).
     """
 
     name = "TopDown"
@@ -89,7 +135,9 @@ class TopDownMechanism(Mechanism):
                  contributions: int = 1, distinct: bool = False, secure: bool = False, conversion: str = "analytic",
                  noise: str | NoiseModel = "discrete_gaussian", plan: Any = "uniform", objective: str = "linf",
                  solver: Any = None, solver_options: dict[str, Any] | None = None,
-                 time_limit: float | None = None, integer: bool = True) -> None:
+                 time_limit: float | None = None, integer: bool = True, engine: Any = None,
+                 executor: Any = None) -> None:
+        self.set_engine(engine, executor)
         self.noise = noise_model(noise)
         self.resolve_privacy(epsilon, delta, rho, budget, unit=unit, bounded=bounded, contributions=contributions,
                              distinct=distinct, conversion=conversion, calculus=self.noise.calculus, secure=secure)
@@ -98,6 +146,27 @@ class TopDownMechanism(Mechanism):
             raise MechanismParameterError(f"objective must be 'linf', 'l2' or 'l1', got {objective!r}")
         self.objective = objective
         self.level_solver = self._make_level_solver(solver, solver_options, time_limit, integer)
+
+    def set_engine(self, engine: Any = None, executor: Any = None) -> "TopDownMechanism":
+        """Choose where levels run (see ``engine=`` / ``executor=``); returns ``self``.
+
+        Raises:
+            EngineError: an unknown engine or an executor that does not fit it.
+        """
+        from hierdp.scale.executors import resolve_engine
+
+        self._engine = resolve_engine(engine, executor)
+        return self
+
+    @property
+    def engine(self) -> Any:
+        """The engine levels run on (:class:`~hierdp.scale.executors.SerialEngine` by default)."""
+        engine = getattr(self, "_engine", None)
+        if engine is None:
+            from hierdp.scale.executors import SerialEngine
+
+            engine = self._engine = SerialEngine()
+        return engine
 
     def _make_level_solver(self, solver: Any, solver_options: Any, time_limit: Any, integer: bool) -> LevelSolver:
         return LevelSolver(solver if solver is not None else DEFAULT_SOLVERS[self.objective],
@@ -137,7 +206,8 @@ class TopDownMechanism(Mechanism):
     # -- one level -------------------------------------------------------------------------------
     def _run_level(self, tree: TopDownTree, L: int, prev: ReleaseLevel, param: float, sens: int, rng: Any,
                    prev_paths: np.ndarray | None) -> tuple[ReleaseLevel, dict[str, Any], np.ndarray | None]:
-        """Expand the positive nodes of level L, noise their children, solve, keep positives."""
+        """Expand the positive nodes of level L, noise their children, solve, keep positives
+        (this process, in chunks of about :attr:`chunk_children` children)."""
         alive = np.flatnonzero(prev.values > 0)
         out_keys, out_par, out_val, out_path = [], [], [], []
         st: dict[str, Any] = {"parents": 0, "children": 0, "released": 0, "max_group": 0, "chunks": 0,
@@ -147,54 +217,17 @@ class TopDownMechanism(Mechanism):
         while start < alive.size:
             chunk = alive[start:start + step]
             start += chunk.size
-            t0 = time.perf_counter()
-            child_keys, offsets, true = tree.expand(L, prev.keys[chunk])
-            sizes = np.diff(offsets)
-            t1 = time.perf_counter()
-            has = sizes > 0  # parents without children (leaves above the last level) pose no problem
-            rows = chunk[has]
-            offs = np.concatenate([[0], offsets[1:][has]]).astype(np.int64)
-            totals = prev.values[rows]
-            paths = None
-            if per_node:
-                noisy, paths = self._per_node_noise(L + 1, child_keys, true, sens, prev_paths[np.repeat(chunk, sizes)],
-                                                    rng)
-            elif child_keys.size:
-                noisy = true + self.noise.draw(param, child_keys.size, rng)
-            else:
-                noisy = true
-            t2 = time.perf_counter()
-            if child_keys.size:
-                try:
-                    sol, sstats = self._solve_level(noisy, offs, totals)
-                except Exception as exc:
-                    groups = getattr(exc, "groups", None)
-                    failing = rows if groups is None else rows[np.asarray(groups, dtype=np.int64)]
-                    raise _ChunkFailed(exc, prev.keys[failing]) from exc
-            else:
-                sol, sstats = np.zeros(0, np.int64), {}
-            sol = np.asarray(sol, dtype=np.int64)
-            t3 = time.perf_counter()
-            keep = sol > 0
-            out_keys.append(child_keys[keep])
-            out_par.append(np.repeat(rows, sizes[has])[keep])
-            out_val.append(sol[keep])
-            if paths is not None:
-                out_path.append(paths[keep])
-            st["parents"] += int(rows.size)
-            st["children"] += int(child_keys.size)
-            st["released"] += int(keep.sum())
-            st["max_group"] = max(st["max_group"], int(sizes.max()) if sizes.size else 0)
-            st["chunks"] += 1
-            st["expand_s"] += t1 - t0
-            st["noise_s"] += t2 - t1
-            st["solve_s"] += t3 - t2
-            for k, v in sstats.items():  # numbers add up over chunks, the rest is kept as is
-                st[k] = st.get(k, 0) + v if isinstance(v, (int, float)) and not isinstance(v, bool) \
-                    and isinstance(st.get(k, 0), (int, float)) else v
+            res = self._process_chunk(tree, L, chunk, prev.keys[chunk], prev.values[chunk],
+                                      prev_paths[chunk] if per_node else None, param, sens, rng)
+            out_keys.append(res.keys)
+            out_par.append(res.parent_rows)
+            out_val.append(res.values)
+            if res.paths is not None:
+                out_path.append(res.paths)
+            merge_level_stats(st, res.stats)
             # size the next chunk from the fan-out seen so far
             seen_parents += chunk.size
-            seen_children += int(child_keys.size)
+            seen_children += int(res.stats["children"])
             fan = max(1.0, seen_children / max(seen_parents, 1))
             step = max(1, int(self.chunk_children / fan))
         empty = np.zeros(0, np.int64)
@@ -203,6 +236,52 @@ class TopDownMechanism(Mechanism):
                              np.concatenate(out_val) if out_val else empty.copy())
         new_paths = (np.concatenate(out_path) if out_path else np.zeros(0)) if per_node else None
         return level, st, new_paths
+
+    def _process_chunk(self, tree: TopDownTree, L: int, rows: np.ndarray, parent_keys: np.ndarray,
+                       parent_values: np.ndarray, parent_paths: np.ndarray | None, param: float, sens: int,
+                       rng: Any) -> ChunkResult:
+        """One chunk of level L + 1: the children of the given parents (rows of level L, their keys,
+        released values and path sums), noised, solved, the positive ones kept. Pure given its
+        arguments (seeded noise is counter-based), so chunks may run anywhere, in any grouping.
+
+        Raises:
+            _ChunkFailed: the solve failed (with the parents of the failing groups).
+        """
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        child_keys, offsets, true = tree.expand(L, parent_keys)
+        sizes = np.diff(offsets)
+        t1 = time.perf_counter()
+        has = sizes > 0  # parents without children (leaves above the last level) pose no problem
+        rows_has = rows[has]
+        offs = np.concatenate([[0], offsets[1:][has]]).astype(np.int64)
+        totals = parent_values[has]
+        paths = None
+        if parent_paths is not None:
+            noisy, paths = self._per_node_noise(L + 1, child_keys, true, sens, np.repeat(parent_paths, sizes), rng)
+        elif child_keys.size:
+            noisy = true + self.noise.draw(param, child_keys.size, level_randomness(rng, L + 1, child_keys))
+        else:
+            noisy = true
+        t2 = time.perf_counter()
+        sstats: dict[str, Any] = {}
+        if child_keys.size:
+            try:
+                sol, sstats = self._solve_level(noisy, offs, totals)
+            except Exception as exc:
+                groups = getattr(exc, "groups", None)
+                keys_has = parent_keys[has]
+                failing = keys_has if groups is None else keys_has[np.asarray(groups, dtype=np.int64)]
+                raise _ChunkFailed(exc, failing) from exc
+        else:
+            sol = np.zeros(0, np.int64)
+        sol = np.asarray(sol, dtype=np.int64)
+        t3 = time.perf_counter()
+        keep = sol > 0
+        st = {"parents": int(rows_has.size), "children": int(child_keys.size), "released": int(keep.sum()),
+              "max_group": int(sizes.max()) if sizes.size else 0, "chunks": 1, "expand_s": t1 - t0,
+              "noise_s": t2 - t1, "solve_s": t3 - t2, "cpu_s": time.process_time() - cpu0, **sstats}
+        return ChunkResult(child_keys[keep], np.repeat(rows_has, sizes[has])[keep], sol[keep],
+                           paths[keep] if paths is not None else None, st)
 
     def _per_node_noise(self, level: int, keys: np.ndarray, true: np.ndarray, sens: int, parent_paths: np.ndarray,
                         rng: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -218,13 +297,15 @@ class TopDownMechanism(Mechanism):
             uniq, inv = np.unique(frac[measured], return_inverse=True)
             params = np.array([self.noise.calibrate(total * Fraction(float(u)), sens, culprit=self._culprit)
                                for u in uniq])
-            noisy[measured] += self.noise.draw(params[inv.ravel()], int(measured.sum()), rng)
+            noisy[measured] += self.noise.draw(params[inv.ravel()], int(measured.sum()),
+                                               level_randomness(rng, level, keys[measured]))
         noisy[~measured] = np.nan
         return noisy, paths
 
     # -- the run -----------------------------------------------------------------------------------
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
-                accountant: Accountant | None = None, progress: bool = False) -> TreeRelease:
+                accountant: Accountant | None = None, progress: bool = False, checkpoint: Any = None,
+                resume: Any = None) -> TreeRelease:
         """Run the mechanism on ``data`` (a TopDownTree such as an ODTree, or a Hierarchy).
 
         Args:
@@ -234,10 +315,21 @@ class TopDownMechanism(Mechanism):
             accountant: a caller's :class:`~hierdp.privacy.budget.Accountant` charged part by part
                 before each part's noise (refused up front if it cannot pay the whole release).
             progress: show a tqdm bar over levels.
+            checkpoint: a directory (new or empty) where every finished level is written with the
+                accounting so far, the parameters and the input's fingerprint
+                (:mod:`hierdp.scale.checkpoint`).
+            resume: a checkpoint directory to continue: the finished levels are read back (never
+                redrawn), their spends enter the accounting as recorded, and the run goes on from
+                the next level, still checkpointing there. Without ``seed``/``rng`` a seeded run
+                uses the checkpoint's; a caller's ``accountant`` is charged only for the levels this
+                run measures.
 
         Raises:
             ObservedDomainError: the tree's nodes were read from the data and not declared public.
             BudgetExceeded: the accountant cannot pay; nothing is spent.
+            CheckpointError: no checkpoint to resume, or one of another input, other parameters,
+                another seed or randomness (before any noise).
+            SchedulerUnreachable: ``engine="dask"`` with a scheduler that cannot be reached.
             ReleaseAborted: a level failed after noise was drawn (partial release and spends attached).
         """
         tree = as_topdown_tree(data)
@@ -254,39 +346,108 @@ class TopDownMechanism(Mechanism):
         params = {L: (None if per_node or parts[L].is_zero else
                       self.noise.calibrate(exact(parts[L], "budget"), sens[L], culprit=self._culprit))
                   for L in measured}
-        ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
-        state = _RunState(names)
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
+        run = None
+        if checkpoint is not None or resume is not None:
+            from hierdp.scale.checkpoint import CheckpointRun
 
-            bar = tqdm(total=T, desc=self.name, unit="level")
+            run = CheckpointRun.open(self, tree, checkpoint=checkpoint, resume=resume,
+                                     secure=self._secure_for(secure), accountant=accountant)
         try:
-            self._release_root(tree, ctx, parts, params, sens, state)
-            for L in range(1, T + 1):
-                t_start = time.perf_counter()
-                self._spend_level(ctx, L, names[L], parts[L], params[L], sens[L], state)
-                try:
-                    level, st, paths = self._run_level(tree, L - 1, state.levels[-1], params[L], sens[L], ctx.rng,
-                                                       state.paths[-1])
-                except _ChunkFailed as failed:
-                    raise self._aborted(tree, ctx, state, L, failed.cause, failed.parent_keys) from failed.cause
-                except Exception as exc:  # anything else after noise was drawn: never lose the spend
-                    raise self._aborted(tree, ctx, state, L, exc, None) from exc
-                state.levels.append(level)
-                state.paths.append(paths)
-                state.timings.append(time.perf_counter() - t_start)
-                state.stats.append(st)
+            session = self.engine.open(self, tree)  # connects to a cluster, sends the tree: before any noise
+        except BaseException:
+            if run is not None:
+                run.discard_if_empty()
+            raise
+        try:
+            external = None
+            if run is not None and run.resumed and accountant is not None:
+                external = self.spec.budget._minus_clamped(run.spent_budget(self.spec.budget))
+            ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant, external_total=external)
+            source = self._noise_source(ctx, run, given=seed is not None or rng is not None, seed=seed)
+            state = _RunState(names)
+            bar = None
+            if progress:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=T, desc=self.name, unit="level")
+            try:
+                if run is not None and run.resumed:
+                    first = run.restore(ctx, state)
+                    if bar is not None:
+                        bar.update(max(0, first - 1))
+                else:
+                    self._release_root(tree, ctx, parts, params, sens, state, source)
+                    if run is not None:
+                        run.commit_level(0, state, ctx)
+                    first = 1
+                for L in range(first, T + 1):
+                    t_start = time.perf_counter()
+                    self._spend_level(ctx, L, names[L], parts[L], params[L], sens[L], state)
+                    files = None
+                    try:
+                        if session is None:
+                            level, st, paths = self._run_level(tree, L - 1, state.levels[-1], params[L], sens[L],
+                                                               source, state.paths[-1])
+                        else:
+                            stage = run.staging(L) if run is not None else None
+                            level, st, paths, files = session.run_level(self, tree, L - 1, state.levels[-1],
+                                                                        params[L], sens[L], source,
+                                                                        state.paths[-1], stage)
+                    except _ChunkFailed as failed:
+                        raise self._aborted(tree, ctx, state, L, failed.cause, failed.parent_keys) from failed.cause
+                    except Exception as exc:  # anything else after noise was drawn: never lose the spend
+                        raise self._aborted(tree, ctx, state, L, exc, None) from exc
+                    state.levels.append(level)
+                    state.paths.append(paths)
+                    state.timings.append(time.perf_counter() - t_start)
+                    state.stats.append(st)
+                    if run is not None:
+                        run.commit_level(L, state, ctx, files)
+                    if bar is not None:
+                        bar.update(1)
+                        bar.set_postfix(level=L, nodes=len(level))
+            finally:
                 if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(level=L, nodes=len(level))
+                    bar.close()
+            release = self._make_release(tree, ctx, state, partial=False)
+            if run is not None:
+                run.finish()
+            return release
+        except BaseException:
+            if run is not None:
+                run.discard_if_empty()  # refused before its first level: leave no checkpoint behind
+            raise
         finally:
-            if bar is not None:
-                bar.close()
-        return self._make_release(tree, ctx, state, partial=False)
+            if session is not None:
+                session.close()
+
+    def _noise_source(self, ctx: RunContext, run: Any, *, given: bool, seed: Any) -> Any:
+        """The run's randomness: OS randomness (secure), or the counter-based source keyed from the
+        seed / generator (seeded). A resumed seeded run takes the checkpoint's key, and refuses a
+        seed that gives another one."""
+        from hierdp.privacy.rng import SecureRandom
+
+        if isinstance(ctx.rng, SecureRandom):
+            return ctx.rng
+        if run is not None and run.resumed and run.noise_key is not None:
+            if not given:
+                return CounterRandom(run.noise_key)
+            source = CounterRandom.from_generator(ctx.rng)
+            if source.key != run.noise_key:
+                from hierdp.scale.errors import CheckpointError
+
+                seed_then = run.manifest.get("seed")
+                raise CheckpointError(f"checkpoint {run.directory} was made with another seed"
+                                      + (f" ({seed_then})" if seed_then is not None else "")
+                                      + "; resume without a seed (the checkpoint's is used) or with the same one")
+            return source
+        source = CounterRandom.from_generator(ctx.rng)
+        if run is not None:
+            run.set_noise_key(source.key, seed)
+        return source
 
     def _release_root(self, tree: TopDownTree, ctx: RunContext, parts: dict[int, Budget],
-                      params: dict[int, Any], sens: dict[int, int], state: "_RunState") -> None:
+                      params: dict[int, Any], sens: dict[int, int], state: "_RunState", source: Any = None) -> None:
         t0 = time.perf_counter()
         name = state.names[0]
         if self.unit.bounded:
@@ -305,7 +466,9 @@ class TopDownMechanism(Mechanism):
             self._spend_level(ctx, 0, name, parts[0], param, sens[0], state, label=f"level 0 ({name}) noisy root")
             if param is None:
                 raise MechanismParameterError("the unbounded root must be measured (its budget fraction is 0)")
-            noisy = int(tree.root_count) + int(self.noise.draw(param, 1, ctx.rng)[0])
+            source = ctx.rng if source is None else source
+            root = np.array([tree.root_key], np.int64)
+            noisy = int(tree.root_count) + int(self.noise.draw(param, 1, level_randomness(source, 0, root))[0])
             root_value = max(noisy, 0)  # post-processing: a count cannot be negative
         state.levels.append(ReleaseLevel(np.array([tree.root_key], np.int64), np.array([-1], np.int64),
                                          np.array([root_value], np.int64)))

@@ -34,6 +34,8 @@ class InfTDA(TopDownMechanism):
         time_limit: seconds per solver call, for general solvers.
         noise, plan: see :class:`~hierdp.mechanisms.topdown.engine.TopDownMechanism` (paper 000
             uses the defaults: discrete Gaussian, uniform).
+        engine, executor: where levels run (``"serial"``, ``"processes"``, ``"dask"``; see
+            :mod:`hierdp.scale.executors`); a seeded release is the same on every engine.
     """
 
     name = "InfTDA"
@@ -43,7 +45,8 @@ class InfTDA(TopDownMechanism):
                  secure: bool = False, distinct: bool = False, conversion: str = "analytic",
                  order: str = "ascending", time_limit: float | None = None,
                  solver_options: dict[str, Any] | None = None, unit: PrivacyUnit | None = None,
-                 noise: str | NoiseModel = "discrete_gaussian", plan: Any = "uniform") -> None:
+                 noise: str | NoiseModel = "discrete_gaussian", plan: Any = "uniform", engine: Any = None,
+                 executor: Any = None) -> None:
         if order not in ("ascending", "descending"):
             raise MechanismParameterError(f"order must be 'ascending' or 'descending', got {order!r}")
         solver = "intopt" if solver is None else solver
@@ -57,7 +60,7 @@ class InfTDA(TopDownMechanism):
         super().__init__(epsilon, delta, rho=rho, budget=budget, unit=unit, bounded=bounded,
                          contributions=contributions, distinct=distinct, secure=secure, conversion=conversion,
                          noise=noise, plan=plan, objective="linf", solver=solver, solver_options=options,
-                         time_limit=time_limit, integer=True)
+                         time_limit=time_limit, integer=True, engine=engine, executor=executor)
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "order": self.order}

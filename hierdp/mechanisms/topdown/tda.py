@@ -34,7 +34,8 @@ class TDA(TopDownMechanism):
                  bounded: bool = True, contributions: int = 1, secure: bool = False, distinct: bool = False,
                  conversion: str = "analytic", time_limit: float | None = None,
                  solver_options: dict[str, Any] | None = None, unit: PrivacyUnit | None = None,
-                 noise: str | NoiseModel = "discrete_gaussian", plan: Any = "uniform") -> None:
+                 noise: str | NoiseModel = "discrete_gaussian", plan: Any = "uniform", engine: Any = None,
+                 executor: Any = None) -> None:
         if objective not in ("l2", "linf"):
             raise MechanismParameterError(f"objective must be 'l2' or 'linf', got {objective!r}")
         if rounding not in ("paper", "exact"):
@@ -48,7 +49,7 @@ class TDA(TopDownMechanism):
         super().__init__(epsilon, delta, rho=rho, budget=budget, unit=unit, bounded=bounded,
                          contributions=contributions, distinct=distinct, secure=secure, conversion=conversion,
                          noise=noise, plan=plan, objective=objective, solver=solver, solver_options=solver_options,
-                         time_limit=time_limit, integer=True)
+                         time_limit=time_limit, integer=True, engine=engine, executor=executor)
 
     def _make_level_solver(self, solver: Any, solver_options: Any, time_limit: Any, integer: bool) -> LevelSolver:
         if self.objective == "linf":

@@ -1,0 +1,415 @@
+"""Where a TopDown level runs: in this process, on a process pool, or on a Dask cluster.
+
+``TopDownMechanism(..., engine=, executor=)`` (InfTDA, TDA, ...) takes:
+
+* ``engine="serial"`` (default): this process, the level in chunks of parents (today's path);
+* ``engine="processes"``: a process pool; ``executor=`` an ``int`` (workers, default 2; the pool
+  starts them from a fork server that has imported hierdp once) or a
+  ``concurrent.futures.Executor`` you made (it is not shut down);
+* ``engine="dask"``: a Dask cluster; ``executor=`` a ``distributed.Client``, a scheduler address
+  (``"tcp://host:8786"``), a ``LocalCluster``, an ``int`` (workers of a ``LocalCluster`` made for
+  the run, threads 1 each), or nothing (a 2-worker ``LocalCluster``);
+* or an engine object (:class:`SerialEngine`, :class:`ProcessEngine`, :class:`DaskEngine`) for
+  the options below.
+
+A partitioned engine cuts a level's surviving parents into contiguous partitions of about
+``partition_children`` children (at least one per worker when there are enough parents); each
+task expands its parents, draws their children's noise (counter-based: a node's noise depends only
+on the seed, the level and the node's key), solves its groups and returns the surviving children
+- writing them as a Parquet part when the run keeps a checkpoint. Results come back in partition
+order, so the level is the serial one: a seeded release is the same bit for bit on every engine.
+The tree is sent once per run (Dask: ``scatter(..., broadcast=True)``; processes: one pickle file
+each worker loads once), the mechanism once per task (small). Everything that can fail is
+checked before any noise: an unknown engine, a scheduler that cannot be reached
+(:class:`~hierdp.scale.errors.SchedulerUnreachable`), a mechanism or tree that cannot be pickled.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import copy
+import multiprocessing as mp
+import os
+import pickle
+import socket
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from hierdp.scale.errors import EngineError, SchedulerUnreachable
+from hierdp.scale.partition import child_counts, partition_rows
+
+__all__ = ["Engine", "SerialEngine", "ProcessEngine", "DaskEngine", "resolve_engine", "ENGINES"]
+
+ENGINES = ("serial", "processes", "dask")
+#: children per partition by default: a task's memory stays in the tens of MB
+DEFAULT_PARTITION_CHILDREN = 1 << 20
+#: how a pool made here starts its processes: "forkserver" (a clean server process that has
+#: imported hierdp once; workers are forked from it - safe next to threads, and fast) where the
+#: platform has it, else "spawn"
+START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+#: what a forkserver imports before it forks workers
+PRELOAD = ["hierdp.mechanisms.topdown.engine", "hierdp.scale.executors", "hierdp.scale.checkpoint"]
+
+
+def pool_context(method: str | None = None) -> Any:
+    """The multiprocessing context of the pools made here (see :data:`START_METHOD`)."""
+    ctx = mp.get_context(method or START_METHOD)
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def _dumps(obj: Any) -> bytes:
+    """Pickle with cloudpickle when available (lambdas in a per-node plan), else pickle."""
+    try:
+        import cloudpickle
+
+        return cloudpickle.dumps(obj)
+    except ImportError:  # cloudpickle comes with dask; plain pickle otherwise
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def worker_copy(mech: Any) -> Any:
+    """The mechanism as workers get it: without its engine (a cluster client does not travel)."""
+    clone = copy.copy(mech)
+    clone._engine = SerialEngine()
+    return clone
+
+
+class Engine:
+    """Base of the engines: :meth:`open` returns a session for one release (``None``: the
+    mechanism's own serial loop)."""
+
+    name = "serial"
+
+    def open(self, mech: Any, tree: Any) -> "Session | None":
+        """Prepare a release (connect, send the tree) before any noise; ``None`` for serial."""
+        return None
+
+    def describe(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class SerialEngine(Engine):
+    """This process, a level in chunks of parents (``TopDownMechanism.chunk_children``)."""
+
+    name = "serial"
+
+
+class _PartitionedEngine(Engine):
+    def __init__(self, partition_children: int = DEFAULT_PARTITION_CHILDREN) -> None:
+        if isinstance(partition_children, bool) or not isinstance(partition_children, (int, np.integer)) \
+                or partition_children < 1:
+            raise EngineError(f"partition_children must be a positive integer, got {partition_children!r}")
+        self.partition_children = int(partition_children)
+
+
+class ProcessEngine(_PartitionedEngine):
+    """A process pool.
+
+    Args:
+        executor: a ``concurrent.futures.Executor`` (used as is, not shut down), or ``None`` for
+            a pool of ``workers`` processes (spawned) made for each release.
+        workers: the pool's size when it is made here (default 2).
+        partition_children: children per task (see the module docstring).
+    """
+
+    name = "processes"
+
+    def __init__(self, executor: cf.Executor | None = None, *, workers: int = 2,
+                 partition_children: int = DEFAULT_PARTITION_CHILDREN) -> None:
+        super().__init__(partition_children)
+        if executor is not None and not isinstance(executor, cf.Executor):
+            raise EngineError(f"executor must be a concurrent.futures.Executor, got {type(executor).__name__}")
+        if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+            raise EngineError(f"workers must be a positive integer, got {workers!r}")
+        self.executor = executor
+        self.workers = int(workers)
+
+    def open(self, mech: Any, tree: Any) -> "Session":
+        return _ProcessSession(self, mech, tree)
+
+    def describe(self) -> str:
+        return f"processes ({type(self.executor).__name__ if self.executor else f'{self.workers} workers'})"
+
+    def __repr__(self) -> str:
+        return f"ProcessEngine(executor={self.executor!r}, workers={self.workers})"
+
+
+class DaskEngine(_PartitionedEngine):
+    """A Dask cluster.
+
+    Args:
+        executor: a ``distributed.Client``; a scheduler address (``"tcp://10.0.0.5:8786"``); a
+            ``distributed.LocalCluster``; or ``None`` for a ``LocalCluster`` of ``workers``
+            single-threaded worker processes made for each release and closed after it.
+        workers: the size of a LocalCluster made here (default 2).
+        partition_children: children per task (see the module docstring).
+        connect_timeout: seconds to reach a scheduler address before giving up.
+    """
+
+    name = "dask"
+
+    def __init__(self, executor: Any = None, *, workers: int = 2, partition_children: int = DEFAULT_PARTITION_CHILDREN,
+                 connect_timeout: float = 10.0) -> None:
+        super().__init__(partition_children)
+        if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+            raise EngineError(f"workers must be a positive integer, got {workers!r}")
+        if not (isinstance(connect_timeout, (int, float)) and connect_timeout > 0):
+            raise EngineError(f"connect_timeout must be a positive number of seconds, got {connect_timeout!r}")
+        if executor is not None and not isinstance(executor, str):
+            kind = type(executor).__name__
+            if not (hasattr(executor, "submit") and hasattr(executor, "scatter")) and not hasattr(executor,
+                                                                                                  "scheduler_address"):
+                raise EngineError(f"executor for engine='dask' must be a distributed.Client, a LocalCluster or a "
+                                  f"scheduler address, got {kind}")
+        try:
+            import distributed  # noqa: F401
+        except ImportError as exc:
+            raise EngineError("engine='dask' needs dask.distributed: pip install 'hierdp[dask]'") from exc
+        self.executor = executor
+        self.workers = int(workers)
+        self.connect_timeout = float(connect_timeout)
+
+    def open(self, mech: Any, tree: Any) -> "Session":
+        return _DaskSession(self, mech, tree)
+
+    def describe(self) -> str:
+        if isinstance(self.executor, str):
+            return f"dask (scheduler {self.executor})"
+        if self.executor is None:
+            return f"dask (LocalCluster, {self.workers} workers)"
+        return f"dask ({type(self.executor).__name__})"
+
+    def __repr__(self) -> str:
+        return f"DaskEngine(executor={self.executor!r}, workers={self.workers})"
+
+
+def resolve_engine(engine: Any = None, executor: Any = None) -> Engine:
+    """An :class:`Engine` from ``engine=`` / ``executor=`` (see the module docstring).
+
+    Raises:
+        EngineError: an unknown engine name, or an executor that does not fit the engine.
+    """
+    if isinstance(engine, Engine):
+        if executor is not None:
+            raise EngineError("give executor= to the engine object, not beside it")
+        return engine
+    if engine is None:
+        engine = "serial"
+        if executor is not None:
+            raise EngineError("executor= needs engine='processes' or engine='dask'")
+    if engine == "serial":
+        if executor is not None:
+            raise EngineError("the serial engine runs in this process and takes no executor; use "
+                              "engine='processes' or engine='dask'")
+        return SerialEngine()
+    if engine == "processes":
+        if isinstance(executor, (int, np.integer)) and not isinstance(executor, bool):
+            return ProcessEngine(workers=int(executor))
+        return ProcessEngine(executor)
+    if engine == "dask":
+        if isinstance(executor, (int, np.integer)) and not isinstance(executor, bool):
+            return DaskEngine(workers=int(executor))
+        return DaskEngine(executor)
+    raise EngineError(f"engine must be one of {', '.join(map(repr, ENGINES))} or an Engine, got {engine!r}")
+
+
+# ---------------------------------------------------------------------------- sessions
+class Session:
+    """One release on a partitioned engine: runs levels, then :meth:`close`."""
+
+    workers = 1
+    partition_children = DEFAULT_PARTITION_CHILDREN
+
+    def run_level(self, mech: Any, tree: Any, L: int, prev: Any, param: Any, sens: int, source: Any,
+                  prev_paths: np.ndarray | None, stage_dir: Any = None) -> tuple[Any, dict[str, Any], Any, list | None]:
+        """Level ``L + 1`` from the released level ``L`` (``prev``): ``(level, stats, paths, files)``."""
+        from hierdp.mechanisms.topdown.engine import merge_level_stats
+        from hierdp.release import ReleaseLevel
+
+        alive = np.flatnonzero(prev.values > 0)
+        sizes = child_counts(tree, L, prev.keys[alive])
+        fan = self._fan_out.get(L, 1.0)
+        parts = partition_rows(alive, sizes, target_children=self.partition_children, min_parts=self.workers,
+                               fan_out=fan)
+        payloads = [(i, L, rows, prev.keys[rows], prev.values[rows],
+                     None if prev_paths is None else prev_paths[rows], param, sens, source,
+                     None if stage_dir is None else str(stage_dir)) for i, rows in enumerate(parts)]
+        results = self._map(payloads)
+        st: dict[str, Any] = {"parents": 0, "children": 0, "released": 0, "max_group": 0, "chunks": 0,
+                              "expand_s": 0.0, "noise_s": 0.0, "solve_s": 0.0}
+        keys, parents, values, paths, files = [], [], [], [], []
+        cpu_by_worker: dict[str, float] = {}
+        for res, info, worker in results:
+            cpu_by_worker[worker] = cpu_by_worker.get(worker, 0.0) + float(res.stats.get("cpu_s", 0.0))
+            keys.append(res.keys)
+            parents.append(res.parent_rows)
+            values.append(res.values)
+            if res.paths is not None:
+                paths.append(res.paths)
+            merge_level_stats(st, res.stats)
+            if info is not None:
+                files.append(info)
+        empty = np.zeros(0, np.int64)
+        level = ReleaseLevel(np.concatenate(keys) if keys else empty,
+                             np.concatenate(parents) if parents else empty.copy(),
+                             np.concatenate(values) if values else empty.copy())
+        st["partitions"] = len(parts)
+        st["engine"] = self.engine_name
+        st["cpu_by_worker"] = cpu_by_worker  # CPU seconds of this level's tasks, per worker process
+        if st["parents"]:
+            self._fan_out[L + 1] = max(1.0, st["children"] / st["parents"])
+        new_paths = (np.concatenate(paths) if paths else np.zeros(0)) if prev_paths is not None else None
+        return level, st, new_paths, (files if stage_dir is not None else None)
+
+    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the session holds (a cluster made for the run, a pool, temporary files)."""
+
+
+def run_partition(mech: Any, tree: Any, payload: tuple) -> tuple[Any, Any, str]:
+    """One task: expand, noise, solve one partition; write its Parquet part when staging. Returns
+    the partition's result, its part's file entry (or ``None``) and the worker that ran it."""
+    from hierdp.scale.checkpoint import write_level_part
+
+    index, L, rows, pkeys, pvalues, ppaths, param, sens, source, stage = payload
+    res = mech._process_chunk(tree, L, rows, pkeys, pvalues, ppaths, param, sens, source)
+    info = None
+    if stage is not None:
+        info = write_level_part(os.path.join(stage, f"part-{index:05d}.parquet"), res.keys, res.parent_rows,
+                                res.values, res.paths)
+    return res, info, f"{socket.gethostname()}:{os.getpid()}"
+
+
+# -- processes ------------------------------------------------------------------------------------
+_WORKER_CACHE: dict[str, Any] = {}
+
+
+def _load_cached(path: str) -> Any:
+    obj = _WORKER_CACHE.get(path)
+    if obj is None:
+        with open(path, "rb") as f:
+            obj = pickle.load(f)
+        _WORKER_CACHE.clear()  # one run's objects at a time
+        _WORKER_CACHE[path] = obj
+    return obj
+
+
+def _process_task(state_path: str, payload: tuple) -> tuple[Any, Any, str]:
+    mech, tree = _load_cached(state_path)
+    return run_partition(mech, tree, payload)
+
+
+class _ProcessSession(Session):
+    engine_name = "processes"
+
+    def __init__(self, engine: ProcessEngine, mech: Any, tree: Any) -> None:
+        self._fan_out: dict[int, float] = {}
+        self.partition_children = engine.partition_children
+        try:
+            blob = _dumps((worker_copy(mech), tree))
+        except Exception as exc:
+            raise EngineError(f"engine='processes' sends the mechanism and the tree to worker processes, but they "
+                              f"cannot be pickled: {type(exc).__name__}: {exc}") from exc
+        fd, self._path = tempfile.mkstemp(prefix="hierdp-run-", suffix=".pkl")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        self._own = engine.executor is None
+        if self._own:
+            self.executor: cf.Executor = cf.ProcessPoolExecutor(max_workers=engine.workers, mp_context=pool_context())
+        else:
+            self.executor = engine.executor  # type: ignore[assignment]
+        self.workers = getattr(self.executor, "_max_workers", engine.workers)
+
+    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
+        futures = [self.executor.submit(_process_task, self._path, p) for p in payloads]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+    def close(self) -> None:
+        if self._own:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+        try:
+            os.unlink(self._path)
+        except OSError:
+            pass
+
+
+# -- dask -----------------------------------------------------------------------------------------
+def _dask_task(mech: Any, tree: Any, payload: tuple) -> tuple[Any, Any, str]:
+    return run_partition(mech, tree, payload)
+
+
+class _DaskSession(Session):
+    engine_name = "dask"
+
+    def __init__(self, engine: DaskEngine, mech: Any, tree: Any) -> None:
+        import logging
+
+        from distributed import Client, LocalCluster
+
+        self._fan_out = {}
+        self.partition_children = engine.partition_children
+        self._cluster = None
+        self._own_client = True
+        ex = engine.executor
+        if ex is None:
+            self._cluster = LocalCluster(n_workers=engine.workers, threads_per_worker=1, processes=True,
+                                         dashboard_address=":0", silence_logs=logging.ERROR)
+            self.client = Client(self._cluster)
+        elif isinstance(ex, str):
+            try:
+                self.client = Client(ex, timeout=engine.connect_timeout)
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {ex!r} within "
+                                           f"{engine.connect_timeout:g} s ({type(exc).__name__}: {exc}); nothing was "
+                                           "released and no noise was drawn") from None
+        elif hasattr(ex, "scatter") and hasattr(ex, "submit"):
+            self.client = ex
+            self._own_client = False
+        else:  # a cluster object
+            self.client = Client(ex)
+        try:
+            info = self.client.scheduler_info()
+            self.workers = max(1, len(info.get("workers", {})))
+            try:
+                self._mech = worker_copy(mech)
+                _dumps(self._mech)
+            except Exception as exc:
+                raise EngineError(f"engine='dask' sends the mechanism to workers, but it cannot be pickled: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+            self._tree = self.client.scatter(tree, broadcast=True, hash=False)
+        except BaseException:
+            self.close()
+            raise
+        self._token = f"{id(self):x}-{time.monotonic_ns():x}"
+
+    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
+        futures = [self.client.submit(_dask_task, self._mech, self._tree, p, pure=False,
+                                      key=f"hierdp-{self._token}-L{p[1]}-p{p[0]}") for p in payloads]
+        try:
+            return self.client.gather(futures)
+        except BaseException:
+            self.client.cancel(futures)
+            raise
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None and self._own_client:
+            client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
