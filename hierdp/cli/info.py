@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from hierdp.cli.console import show_progress
 from hierdp.cli.console import Console
 from hierdp.cli.release import randomness_text
 
@@ -53,7 +54,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     console.say(randomness_text(False, args.seed, drawn=False) + "\n")
 
     main = InfTDA(epsilon=args.epsilon, delta=args.delta, solver="intopt")
-    release = main.release(tree, seed=args.seed, progress=not args.quiet)
+    release = main.release(tree, seed=args.seed, progress=show_progress(args))
     console.say("InfTDA (IntOpt post-processing), per level:")
     report = metrics.level_report(release, tree)
     with pd.option_context("display.float_format", "{:,.2f}".format, "display.width", 140):
