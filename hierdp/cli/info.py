@@ -34,6 +34,21 @@ def cmd_solvers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mechanisms(args: argparse.Namespace) -> int:
+    """List the registered mechanisms (the names ``--mechanism`` and ``hierdp.create`` accept)."""
+    console = Console("hierdp mechanisms")
+    from hierdp.mechanisms.registry import describe
+
+    rows = describe()
+    width = max(map(len, rows), default=9) + 2
+    console.say(f"{'mechanism':<{width}}description")
+    for name, text in rows.items():
+        console.say(f"{name:<{width}}{text}")
+    if console.pipe_closed:
+        raise BrokenPipeError("stdout was closed early")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Release the bundled world cities with InfTDA and print a summary."""
     console = Console("hierdp demo")
