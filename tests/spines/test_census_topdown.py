@@ -189,7 +189,7 @@ def test_a_solver_failure_names_the_parent_and_returns_no_release():
     rng = np.random.default_rng(3)
     spine = _spine(rng)
     data = SpineHistograms(spine, rng.poisson(2.0, (spine.n_blocks, 4)))
-    mech = CensusTopDown(rho=1.0, strategy=STRATEGY, solver=_Failing())
+    mech = CensusTopDown(rho=1.0, strategy=STRATEGY, solver=_Failing(), fast_path=False)
     with pytest.raises(ReleaseAborted) as info:
         mech.release(data, seed=0)
     err = info.value
@@ -205,7 +205,7 @@ def test_a_solver_failure_names_the_parent_and_returns_no_release():
             return super().solve_problem(problem, **kw)
 
     with pytest.raises(ReleaseAborted) as info:
-        CensusTopDown(rho=1.0, strategy=STRATEGY, solver=_FailBelowRoot()).release(data, seed=0)
+        CensusTopDown(rho=1.0, strategy=STRATEGY, solver=_FailBelowRoot(), fast_path=False).release(data, seed=0)
     assert info.value.level >= 1 and any(str(p) in str(info.value) for p in info.value.parents)
 
 
