@@ -216,7 +216,10 @@ def _solve_active_set(H: np.ndarray, which: np.ndarray, G: np.ndarray, s: np.nda
         u /= np.maximum(np.sqrt(u.sum(1, keepdims=True)), 1.0)
         S += u[:, :, None] * u[:, None, :] * np.maximum(diag.max(1), 1e-300)[:, None, None]
     r = np.where(empty, 0.0, r)
-    Sinv = np.linalg.pinv(S, rcond=1e-13, hermitian=True)
+    try:
+        Sinv = np.linalg.inv(S)  # positive definite after the regularization (the common case)
+    except np.linalg.LinAlgError:  # e.g. invariant totals with disjoint free sets: more null directions
+        Sinv = np.linalg.pinv(S, rcond=1e-13, hermitian=True)
     lam = np.einsum("pij,pj->pi", Sinv, r)
 
     def primal(lam: np.ndarray) -> np.ndarray:
@@ -228,8 +231,7 @@ def _solve_active_set(H: np.ndarray, which: np.ndarray, G: np.ndarray, s: np.nda
     lam = lam + np.einsum("pij,pj->pi", Sinv, np.where(empty, 0.0, res))  # one refinement step
     xs = primal(lam)
     lamc = lam[local] @ E
-    Hc = H[which]
-    grad = np.einsum("ckl,cl->ck", Hc, xs) - b + lamc
+    grad = np.einsum("ckl,cl->ck", H[which], xs) - b + lamc
     if border:
         nf = F.sum(1)
         mu = -np.where(nf > 0, (grad * Ff).sum(1) / np.maximum(nf, 1), 0.0)
@@ -239,10 +241,11 @@ def _solve_active_set(H: np.ndarray, which: np.ndarray, G: np.ndarray, s: np.nda
     # --- certificate (KKT within tolerances), per parent
     scale_x = np.maximum(1.0, np.abs(Pv).max(1))  # (P,)
     tol_x = FEASIBILITY_RTOL * scale_x
-    gscale = np.einsum("ckl,cl->ck", np.abs(Hc), np.abs(xs)) + np.abs(b) + np.abs(lamc)
+    # magnitude of the gradient's terms: |H x| <= max row sum of |H| * max |x|
+    gscale = np.abs(H).sum(2).max(1)[which] * np.abs(xs).max(1) + np.abs(b).max(1) + np.abs(lamc).max(1)
     if border:
-        gscale = gscale + np.abs(mu)[:, None]
-    tol_g = STATIONARITY_RTOL * np.maximum(gscale.max(1), 1e-300)  # (C,)
+        gscale = gscale + np.abs(mu)
+    tol_g = STATIONARITY_RTOL * np.maximum(gscale, 1e-300)  # (C,)
     # an active cell whose parent cell has no free child cell (or, with totals, whose child has no
     # free cell) has a free multiplier (lambda_i or mu_c can be taken large): no sign condition
     held = A & ~empty[local][:, cell_map]
