@@ -393,3 +393,29 @@ def test_two_pass_refuses_a_rank_deficient_strategy_and_bad_shares():
         geounit_covariances(spine, [np.ones((1, 2))], [1])
     with pytest.raises(SpineError, match="sum to exactly 1"):
         geounit_covariances(spine, [np.eye(2)], [F(1, 2)])
+
+
+# ---------------------------------------------------------------------------------- matrix form
+@pytest.mark.parametrize("seed,calculus", [(0, "zcdp"), (1, "pure")])
+def test_matrix_form_and_dense_wls_variance_equal_the_from_scratch_oracle(seed, calculus):
+    """B (geounits x blocks) equals the block sets found by walking parents; wls_variance equals the
+    from-scratch dense covariance (dense_variance) for geounit queries and random off-spine sets."""
+    from hierdp.spines.matrices import spine_matrix, wls_variance, workload
+
+    rng = np.random.default_rng(60 + seed)
+    props = [F(int(x), 20) for x in rng.multinomial(16, [0.25] * 4) + 1]
+    spine = bypass(random_spine(rng, depth=3, max_fan=3, props=props), privacy=calculus, scope="global",
+                   bypass_cutoff=None)
+    B = spine_matrix(spine).toarray()
+    sets = block_sets(spine)
+    col = {int(b): j for j, b in enumerate(spine.blocks)}
+    for u, s in enumerate(sets):
+        assert set(np.flatnonzero(B[u])) == {col[b] for b in s}
+    W = np.vstack(FIG2_W)
+    assert np.array_equal(workload(B, W).toarray(), np.kron(B, W))
+    V, _ = _queries(spine, rng, FIG2_W)
+    shares = [F(1, 4)] * 4
+    want = dense_variance(spine, FIG2_W, shares, V, calculus)
+    got = wls_variance(spine, FIG2_W, shares, V, calculus=calculus, full=True)
+    # two dense inverses of the same matrix (size 4 * #blocks <= 108): round-off far below 1e-9
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * np.abs(want).max())
