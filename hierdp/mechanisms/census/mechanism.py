@@ -146,8 +146,9 @@ class CensusTopDown(Mechanism):
             (default True); parents they cannot certify go to ``solver`` / ``rounder``.
         max_active_set_updates: active-set updates the fast WLS path may take per parent before it
             hands the parent to ``solver`` (default 50; 0 accepts only the first guess).
-        batch_children: children per vectorized fast-path batch (bounds memory: ~K² · 24 bytes
-            per child; a parent with more children is one batch).
+        batch_children: children per vectorized fast-path batch (default 512: its K x K arrays stay
+            in cache, measured 2x faster than 8192 at K = 24; memory ~K² · 24 bytes per child; a
+            parent with more children is one batch).
         secure: OS randomness and exact samplers (real releases).
     """
 
@@ -161,7 +162,7 @@ class CensusTopDown(Mechanism):
                  invariant_levels: Iterable[str | int] | None = None, solver: Any = "highs", rounder: Any = "highs",
                  solver_options: dict[str, Any] | None = None, time_limit: float | None = None,
                  chunk_parents: int = 200, rounding: str = "cells", fast_path: bool = True,
-                 max_active_set_updates: int = 50, batch_children: int = 8192) -> None:
+                 max_active_set_updates: int = 50, batch_children: int = 512) -> None:
         if rounding not in ("cells", "queries"):
             raise MechanismParameterError(f"rounding must be 'cells' or 'queries', got {rounding!r}")
         self.rounding = rounding
