@@ -219,6 +219,8 @@ def test_bad_input_is_refused_before_noise():
         SpineHistograms(spine, bad)
     with pytest.raises(MechanismParameterError, match="sum to exactly 1"):
         QueryStrategy((2, 2), {"total": (), "detailed": (0, 1)}, {"total": 0.5, "detailed": 0.4})
+    # one attribute: its marginal is the detailed query, so it is not listed twice
+    assert dict(QueryStrategy.marginals((3,)).groups) == {"total": (), "detailed": (0,)}
     with pytest.raises(MechanismParameterError, match="do not determine every cell"):
         QueryStrategy((2, 2), {"m0": (0,), "m1": (1,)}, {"m0": 0.5, "m1": 0.5})
     with pytest.raises(MechanismParameterError, match="has 4 cells; the data has 3"):
