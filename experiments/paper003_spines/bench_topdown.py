@@ -76,7 +76,8 @@ def compare_paths(data: SpineHistograms, rel, strategy: QueryStrategy, rho: floa
             "highs_cpu_ms_per_parent": 1000 * t_highs / parents.size,
             "speedup": t_highs / t_fast,
             "max_abs_diff_continuous": float(np.abs(res.values[cert] - x_highs[cert]).max()),
-            "rounding_l1_fast": float(l1(y_fast)), "rounding_l1_highs": float(l1(y_highs))}
+            "rounding_l1_fast": float(l1(y_fast)), "rounding_l1_highs": float(l1(y_highs)),
+            "rounding_l1_diff": float(l1(y_fast) - l1(y_highs))}
 
 
 def main(argv: list[str] | None = None) -> None:
