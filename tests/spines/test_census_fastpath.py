@@ -290,3 +290,18 @@ def test_a_failure_of_the_fallback_solver_names_the_parent():
         CensusTopDown(rho=1.0, max_active_set_updates=-1)
     with pytest.raises(MechanismParameterError, match="batch_children"):
         CensusTopDown(rho=1.0, batch_children=0)
+
+
+def test_general_fast_path_plugins_refuse_the_per_parent_model_with_the_reason():
+    """The per-parent WLS model has query-term blocks: every registered plug-in except the general
+    QP solver says so in unsupported() before solving (issue 11, item 3)."""
+    from hierdp.solvers import registry
+
+    chunk = _chunk(np.random.default_rng(9), S4, [3], lam=2.0)
+    problem = continuous_problem(chunk)
+    reasons = {name: registry.get(name).unsupported(problem) for name in registry.names()}
+    assert reasons["highs"] == []
+    for name, why in reasons.items():
+        if name != "highs":
+            assert why, name
+            assert any("query-term" in r for r in why), (name, why)
