@@ -8,6 +8,8 @@
 * :func:`bypass` (:mod:`.bypass`): Theorem 2 / Algorithm 3 (pure-DP and zCDP rules).
 * :mod:`.matrices`: the matrix form of §3 (B, B ⊗ W, the strategy S̃) and the WLS variance
   V (S̃ᵀS̃)⁻¹ Vᵀ for small spines.
+* :mod:`.variance`: the same WLS variance of every geounit's estimate by two passes over the
+  geolevels (O(#geounits)), for large spines.
 
 See ``docs/spines.md``.
 """
@@ -31,3 +33,11 @@ __all__ = ["Spine", "SpineError", "Entities", "OsedTable", "osed", "osed_table",
 from hierdp.spines.matrices import entity_rows, spine_matrix, strategy, wls_variance, workload  # noqa: E402
 
 __all__ += ["spine_matrix", "workload", "strategy", "wls_variance", "entity_rows"]
+from hierdp.spines.variance import (  # noqa: E402
+    geounit_covariances,
+    geounit_query_variances,
+    geounit_variance_factors,
+    unit_information,
+)
+
+__all__ += ["geounit_covariances", "geounit_query_variances", "geounit_variance_factors", "unit_information"]

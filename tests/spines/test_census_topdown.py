@@ -6,6 +6,7 @@ release's own check), the continuous stage against an exact KKT solve and scipy'
 from __future__ import annotations
 
 from fractions import Fraction as F
+from itertools import product
 
 import numpy as np
 import pandas as pd
@@ -189,7 +190,7 @@ def test_a_solver_failure_names_the_parent_and_returns_no_release():
     rng = np.random.default_rng(3)
     spine = _spine(rng)
     data = SpineHistograms(spine, rng.poisson(2.0, (spine.n_blocks, 4)))
-    mech = CensusTopDown(rho=1.0, strategy=STRATEGY, solver=_Failing())
+    mech = CensusTopDown(rho=1.0, strategy=STRATEGY, solver=_Failing(), fast_path=False)
     with pytest.raises(ReleaseAborted) as info:
         mech.release(data, seed=0)
     err = info.value
@@ -205,7 +206,7 @@ def test_a_solver_failure_names_the_parent_and_returns_no_release():
             return super().solve_problem(problem, **kw)
 
     with pytest.raises(ReleaseAborted) as info:
-        CensusTopDown(rho=1.0, strategy=STRATEGY, solver=_FailBelowRoot()).release(data, seed=0)
+        CensusTopDown(rho=1.0, strategy=STRATEGY, solver=_FailBelowRoot(), fast_path=False).release(data, seed=0)
     assert info.value.level >= 1 and any(str(p) in str(info.value) for p in info.value.parents)
 
 
@@ -218,6 +219,8 @@ def test_bad_input_is_refused_before_noise():
         SpineHistograms(spine, bad)
     with pytest.raises(MechanismParameterError, match="sum to exactly 1"):
         QueryStrategy((2, 2), {"total": (), "detailed": (0, 1)}, {"total": 0.5, "detailed": 0.4})
+    # one attribute: its marginal is the detailed query, so it is not listed twice
+    assert dict(QueryStrategy.marginals((3,)).groups) == {"total": (), "detailed": (0,)}
     with pytest.raises(MechanismParameterError, match="do not determine every cell"):
         QueryStrategy((2, 2), {"m0": (0,), "m1": (1,)}, {"m0": 0.5, "m1": 0.5})
     with pytest.raises(MechanismParameterError, match="has 4 cells; the data has 3"):
@@ -247,3 +250,41 @@ def test_rounding_over_every_query_is_the_das_objective():
     _check_release(rel, spine, counts)
     with pytest.raises(SpineError):
         Spine.from_frame(pd.DataFrame({"c": ["a"], "block": ["x"]}), ["c", "block"], [0.5, 0.25, 0.2])
+
+
+@pytest.mark.parametrize("noise", ["discrete_gaussian", "geometric"])
+def test_lemma4_sensitivity_by_enumerating_bounded_neighbours(noise):
+    """Move one record from any (block, cell) to any other on a tiny spine with a 2 x 2 histogram:
+    for every geolevel and query group, the change of the level's answers has L1 norm and squared
+    L2 norm at most what the mechanism calibrates to (both 2: Lemma 4), the bound is reached, and
+    the root's total (invariant) never changes."""
+    spine = _spine(np.random.default_rng(0), blocks_per_tract=(2, 1, 1, 2))
+    kw = {"rho": 1.0} if noise == "discrete_gaussian" else {"epsilon": 1.0}
+    mech = CensusTopDown(**kw, noise=noise, strategy=STRATEGY)
+    sens = mech.noise.sensitivity(mech.unit, finest=False)
+    nb, K = spine.n_blocks, 4
+    # which geounits contain each block, by walking parents (independent of SpineHistograms)
+    A = np.zeros((spine.n, nb), int)
+    for j, b in enumerate(spine.blocks):
+        u = int(b)
+        while u >= 0:
+            A[u, j] = 1
+            u = int(spine.parent[u])
+    mats = {g: STRATEGY.group_matrix(g) for g in STRATEGY.groups}
+    worst = 0
+    for (b0, k0), (b1, k1) in product(product(range(nb), range(K)), repeat=2):
+        if (b0, k0) == (b1, k1):
+            continue
+        e = np.zeros((nb, K), int)  # x' - x: one record moved (x >= 1 everywhere, so it exists)
+        e[b0, k0] -= 1
+        e[b1, k1] += 1
+        d = A @ e
+        assert d[0].sum() == 0  # the invariant total
+        for lev in range(spine.n_levels):
+            rows = d[spine.level == lev]
+            for g, Q in mats.items():
+                delta = rows @ Q.T
+                norm = np.abs(delta).sum() if noise == "geometric" else (delta ** 2).sum()
+                assert norm <= sens
+                worst = max(worst, norm)
+    assert worst == sens == 2

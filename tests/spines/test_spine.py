@@ -351,3 +351,71 @@ def test_lexicographic_order():
     assert lex_not_worse(np.array([3, 2, 1]), np.array([2, 2, 2]))  # sorted: (2,2,2) < (3,2,1)
     assert not lex_not_worse(np.array([3, 1, 1]), np.array([2, 3, 1]))  # (3,2,1) > (3,1,1)
     assert lex_not_worse(np.array([3, 1, 1]), np.array([1, 3, 1]))  # same multiset
+
+
+# ---------------------------------------------------------------------------------- two-pass variance
+@pytest.mark.parametrize("seed,calculus,do_bypass", [(0, "zcdp", True), (1, "pure", True), (2, "zcdp", False),
+                                                     (3, "pure", False)])
+def test_two_pass_geounit_covariances_equal_the_dense_wls_covariance(seed, calculus, do_bypass):
+    """Oracle: the dense from-scratch covariance (dense_variance) of every geounit's 4 cells,
+    V = (indicator of u's blocks) ⊗ I_4, on random small spines (bypassed: unmeasured single
+    children; unequal proportions)."""
+    from hierdp.spines.variance import geounit_covariances, geounit_query_variances
+
+    rng = np.random.default_rng(40 + seed)
+    props = [F(int(x), 20) for x in rng.multinomial(15, [0.2] * 5) + 1]
+    spine = random_spine(rng, depth=4, max_fan=3, props=props)
+    if do_bypass:
+        spine = bypass(spine, privacy=calculus, scope="global", bypass_cutoff=None)
+    shares = [F(1, 4)] * 4
+    sets = block_sets(spine)
+    col = {int(b): j for j, b in enumerate(spine.blocks)}
+    inds = np.zeros((spine.n, spine.n_blocks))
+    for u, s in enumerate(sets):
+        inds[u, [col[b] for b in s]] = 1
+    dense = dense_variance(spine, FIG2_W, shares, np.kron(inds, np.eye(4)), calculus)
+    got = geounit_covariances(spine, FIG2_W, shares, calculus=calculus)
+    want = np.stack([dense[4 * u:4 * u + 4, 4 * u:4 * u + 4] for u in range(spine.n)])
+    # dense inverse of a matrix of size 4 * #blocks (<= 324) vs K x K recursions: round-off ~1e-13
+    np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10 * np.abs(want).max())
+    if do_bypass:
+        assert (~spine.measured).any()
+    qv = geounit_query_variances(spine, FIG2_W, shares, calculus=calculus)
+    W = np.vstack(FIG2_W)
+    np.testing.assert_allclose(qv[:, 0], np.einsum("k,ukl,l->u", W[0], want, W[0]), rtol=1e-8)
+
+
+def test_two_pass_refuses_a_rank_deficient_strategy_and_bad_shares():
+    from hierdp.spines.variance import geounit_covariances
+
+    spine = frame_spine([["a", "a1"], ["a", "a2"], ["b", "b1"]], ["county", "block"], [F(1, 3)] * 3)
+    with pytest.raises(SpineError, match="do not determine|does not determine"):
+        geounit_covariances(spine, [np.ones((1, 2))], [1])
+    with pytest.raises(SpineError, match="sum to exactly 1"):
+        geounit_covariances(spine, [np.eye(2)], [F(1, 2)])
+
+
+# ---------------------------------------------------------------------------------- matrix form
+@pytest.mark.parametrize("seed,calculus", [(0, "zcdp"), (1, "pure")])
+def test_matrix_form_and_dense_wls_variance_equal_the_from_scratch_oracle(seed, calculus):
+    """B (geounits x blocks) equals the block sets found by walking parents; wls_variance equals the
+    from-scratch dense covariance (dense_variance) for geounit queries and random off-spine sets."""
+    from hierdp.spines.matrices import spine_matrix, wls_variance, workload
+
+    rng = np.random.default_rng(60 + seed)
+    props = [F(int(x), 20) for x in rng.multinomial(16, [0.25] * 4) + 1]
+    spine = bypass(random_spine(rng, depth=3, max_fan=3, props=props), privacy=calculus, scope="global",
+                   bypass_cutoff=None)
+    B = spine_matrix(spine).toarray()
+    sets = block_sets(spine)
+    col = {int(b): j for j, b in enumerate(spine.blocks)}
+    for u, s in enumerate(sets):
+        assert set(np.flatnonzero(B[u])) == {col[b] for b in s}
+    W = np.vstack(FIG2_W)
+    assert np.array_equal(workload(B, W).toarray(), np.kron(B, W))
+    V, _ = _queries(spine, rng, FIG2_W)
+    shares = [F(1, 4)] * 4
+    want = dense_variance(spine, FIG2_W, shares, V, calculus)
+    got = wls_variance(spine, FIG2_W, shares, V, calculus=calculus, full=True)
+    # two dense inverses of the same matrix (size 4 * #blocks <= 108): round-off far below 1e-9
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * np.abs(want).max())

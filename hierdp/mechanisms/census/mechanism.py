@@ -19,7 +19,11 @@ moment (an aborted run never understates it).
 
 Both are :class:`~hierdp.models.Problem`\\ s (:mod:`.problems`) solved through the solver registry
 (``solver=`` for stage 1, ``rounder=`` for stage 2, default ``"highs"``: its batch planner solves one
-parent per model). Single-child parents are copied down; all-zero parents give all-zero children.
+parent per model). With ``fast_path=True`` (default) both stages first go through the exact
+vectorized paths of :mod:`.fastpath` (a KKT-certified active-set solve of every parent's WLS at
+once; the closed-form optimal cell rounder); only the parents they cannot certify are posed as
+Problems and sent to ``solver`` / ``rounder``. Single-child parents are copied down; all-zero
+parents give all-zero children.
 The root is estimated the same way with its total fixed (bounded neighbours: the total is public).
 **Invariants**: ``invariant_levels`` (a prefix of geolevels, default the root) are published exactly;
 the release states every invariant beyond the root as an assumption.
@@ -37,6 +41,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted
+from hierdp.mechanisms.census.fastpath import round_cells_fast, wls_fast
 from hierdp.mechanisms.census.problems import LevelChunk, continuous_problem, rounding_problem
 from hierdp.mechanisms.census.strategy import QueryStrategy
 from hierdp.mechanisms.topdown.noise import NoiseModel, noise_model
@@ -137,6 +142,13 @@ class CensusTopDown(Mechanism):
         solver_options: options passed to both (e.g. ``{"executor": pool}``).
         time_limit: seconds per solver call (one chunk of parents).
         chunk_parents: parents per posed Problem (bounded memory; each is solved parent by parent).
+        fast_path: solve both stages with the exact vectorized paths of :mod:`.fastpath` first
+            (default True); parents they cannot certify go to ``solver`` / ``rounder``.
+        max_active_set_updates: active-set updates the fast WLS path may take per parent before it
+            hands the parent to ``solver`` (default 50; 0 accepts only the first guess).
+        batch_children: children per vectorized fast-path batch (default 512: its K x K arrays stay
+            in cache, measured 2x faster than 8192 at K = 24; memory ~K² · 24 bytes per child; a
+            parent with more children is one batch).
         secure: OS randomness and exact samplers (real releases).
     """
 
@@ -149,7 +161,8 @@ class CensusTopDown(Mechanism):
                  contributions: int = 1, distinct: bool = False, secure: bool = False, conversion: str = "analytic",
                  invariant_levels: Iterable[str | int] | None = None, solver: Any = "highs", rounder: Any = "highs",
                  solver_options: dict[str, Any] | None = None, time_limit: float | None = None,
-                 chunk_parents: int = 200, rounding: str = "cells") -> None:
+                 chunk_parents: int = 200, rounding: str = "cells", fast_path: bool = True,
+                 max_active_set_updates: int = 50, batch_children: int = 512) -> None:
         if rounding not in ("cells", "queries"):
             raise MechanismParameterError(f"rounding must be 'cells' or 'queries', got {rounding!r}")
         self.rounding = rounding
@@ -176,6 +189,13 @@ class CensusTopDown(Mechanism):
         if isinstance(chunk_parents, bool) or int(chunk_parents) < 1:
             raise MechanismParameterError(f"chunk_parents must be a positive integer, got {chunk_parents!r}")
         self.chunk_parents = int(chunk_parents)
+        for what, v in (("max_active_set_updates", max_active_set_updates), ("batch_children", batch_children)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < (0 if what[0] == "m" else 1):
+                raise MechanismParameterError(f"{what} must be a {'non-negative' if what[0] == 'm' else 'positive'} "
+                                              f"integer, got {v!r}")
+        self.fast_path = bool(fast_path)
+        self.max_active_set_updates = int(max_active_set_updates)
+        self.batch_children = int(batch_children)
 
     @property
     def _culprit(self) -> str:
@@ -193,7 +213,7 @@ class CensusTopDown(Mechanism):
     def params(self) -> dict[str, Any]:
         p = super().params()
         p.update({"noise": self.noise.name, "solver": self.solver_name, "invariant_levels": self.invariant_levels,
-                  "rounding": self.rounding,
+                  "rounding": self.rounding, "fast_path": self.fast_path,
                   "strategy": None if self.strategy is None else dict(self.strategy.groups)})
         return p
 
@@ -237,6 +257,7 @@ class CensusTopDown(Mechanism):
         timings: dict[str, float] = {}
         per_level: list[dict[str, Any]] = []
         n_measured = 0
+        self._stats: list[dict[str, Any]] = []
         bar = None
         if progress:
             from tqdm.auto import tqdm
@@ -253,6 +274,8 @@ class CensusTopDown(Mechanism):
                 noisy = self._measure(hist, meas, spine, groups, mats, params, ctx.rng)
                 n_measured += meas.size
                 t1 = time.perf_counter()
+                self._stats.append({"geolevel": spine.level_names[lev], "parents": 0, "wls_fast": 0, "wls_general": 0,
+                                    "rounding_fast": 0, "rounding_general": 0, "max_active_set_updates": 0})
                 try:
                     if lev == 0:
                         est[0] = self._root(hist, noisy, det, groups, mats, 0 in inv_levels)
@@ -277,7 +300,7 @@ class CensusTopDown(Mechanism):
         return NodeHistogramRelease(
             names=spine.names, parent=spine.parent, level=spine.level, level_names=list(spine.level_names),
             cells=strategy.cell_labels(), values=est, accounting=acc, mechanism=self.name, solver=self.solver_name,
-            params={**self.params(), "randomness": ctx.randomness}, timings=timings,
+            params={**self.params(), "randomness": ctx.randomness, "post_processing": self._stats}, timings=timings,
             level_totals=int(hist[0].sum()) if 0 in inv_levels else None)
 
     # ------------------------------------------------------------------ pieces
@@ -333,16 +356,19 @@ class CensusTopDown(Mechanism):
                  ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Noisy answers of the measured geounits: group -> (geounits, answers, weights)."""
         out = {}
-        gnum = spine.gamma_num[meas]
+        # few distinct proportions: look the scales up once per distinct numerator
+        gnums, which = np.unique(spine.gamma_num[meas], return_inverse=True)
         for g in groups:
             Q = mats[g]
             true = hist[meas] @ Q.T.astype(np.int64)
-            p = np.array([params[(int(x), g)] for x in gnum]) if meas.size else np.zeros(0)
+            scale = np.array([params[(int(x), g)] for x in gnums], dtype=float)
+            p = scale[which.ravel()] if meas.size else np.zeros(0)
             if meas.size:
                 draw = self.noise.draw(np.repeat(p, Q.shape[0]), true.size, rng).reshape(true.shape)
             else:
                 draw = np.zeros_like(true)
-            w = np.array([1.0 / _variance(self.noise, float(x)) for x in p])
+            w = np.array([1.0 / _variance(self.noise, float(x)) for x in scale])[which.ravel()] if meas.size \
+                else np.zeros(0)
             out[g] = (meas, (true + draw).astype(float), w)
         return out
 
@@ -375,7 +401,51 @@ class CensusTopDown(Mechanism):
         return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map)
 
     def _solve_chunk(self, chunk: LevelChunk, parent_ids: np.ndarray) -> np.ndarray:
-        """Both stages on one chunk; returns the ``(C, K)`` integer histograms."""
+        """Both stages on one chunk (fast paths first, then the general solvers for the parents
+        they did not certify); returns the ``(C, K)`` integer histograms."""
+        P, C, K = chunk.shape
+        stats = self._stats[-1] if getattr(self, "_stats", None) else {}
+        stats["parents"] = stats.get("parents", 0) + P
+        xhat = np.zeros((C, K))
+        todo = np.ones(P, bool)
+        if self.fast_path:
+            res = wls_fast(chunk, max_iter=self.max_active_set_updates)
+            xhat[:] = res.values
+            todo = ~res.certified
+            stats["wls_fast"] = stats.get("wls_fast", 0) + int(res.certified.sum())
+            if res.certified.any():
+                stats["max_active_set_updates"] = max(stats.get("max_active_set_updates", 0),
+                                                      int(res.iterations[res.certified].max()))
+        if todo.any():
+            sub, kids = chunk.subset(todo)
+            xhat[kids] = self._solve_general(sub, parent_ids[todo], "continuous")
+            stats["wls_general"] = stats.get("wls_general", 0) + int(todo.sum())
+        y = np.zeros((C, K), np.int64)
+        todo = np.ones(P, bool)
+        if self.fast_path and self.rounding == "cells" and chunk.totals is None:
+            y[:], ok = round_cells_fast(chunk, xhat)
+            todo = ~ok
+            stats["rounding_fast"] = stats.get("rounding_fast", 0) + int(ok.sum())
+        if todo.any():
+            sub, kids = chunk.subset(todo)
+            y[kids] = self._solve_general(sub, parent_ids[todo], "rounding", xhat[kids])
+            stats["rounding_general"] = stats.get("rounding_general", 0) + int(todo.sum())
+        return y
+
+    def _solve_general(self, chunk: LevelChunk, parent_ids: np.ndarray, stage: str,
+                       xhat: np.ndarray | None = None) -> np.ndarray:
+        """One stage through the solver registry, ``chunk_parents`` parents per posed Problem."""
+        P, C, K = chunk.shape
+        out = np.zeros((C, K))
+        for s in range(0, P, self.chunk_parents):
+            keep = np.zeros(P, bool)
+            keep[s:s + self.chunk_parents] = True
+            sub, kids = chunk.subset(keep) if P > self.chunk_parents else (chunk, np.arange(C))
+            out[kids] = self._solve_stage(sub, parent_ids[keep], stage, None if xhat is None else xhat[kids])
+        return out if stage == "continuous" else np.rint(out).astype(np.int64)
+
+    def _solve_stage(self, chunk: LevelChunk, parent_ids: np.ndarray, stage: str,
+                     xhat: np.ndarray | None) -> np.ndarray:
         from hierdp.models.problem import ProblemError
         from hierdp.solvers import solve
         from hierdp.solvers.base import SolverError
@@ -383,23 +453,23 @@ class CensusTopDown(Mechanism):
         P, C, K = chunk.shape
         npn = chunk.n_parent_nodes
         kp = chunk.parent_values.shape[1]
-        for stage, build, solver in (("continuous", continuous_problem, self.solver),
-                                     ("rounding", None, self.rounder)):
-            try:
-                problem = build(chunk) if build is not None else \
-                    rounding_problem(chunk, xhat, queries=self.rounding == "queries")
-                sol = solve(problem, solver, time_limit=self.time_limit, **self.solver_options)
-            except (SolverError, ProblemError) as exc:
-                groups = getattr(exc, "groups", None)
-                failing = parent_ids
-                if groups is not None and len(groups) and "problem" in locals():
-                    anchors = problem.group_anchors()[np.asarray(groups, np.int64)]
-                    failing = parent_ids[np.unique(anchors[anchors < npn] // kp)]
-                raise _ParentFailed(exc, failing, stage) from exc
-            vals = np.asarray(sol.values, dtype=float)[npn:].reshape(C, K)
+        problem = None
+        try:
             if stage == "continuous":
-                xhat = vals
-        return np.rint(vals).astype(np.int64)
+                problem = continuous_problem(chunk)
+                solver = self.solver
+            else:
+                problem = rounding_problem(chunk, xhat, queries=self.rounding == "queries")
+                solver = self.rounder
+            sol = solve(problem, solver, time_limit=self.time_limit, **self.solver_options)
+        except (SolverError, ProblemError) as exc:
+            groups = getattr(exc, "groups", None)
+            failing = parent_ids
+            if groups is not None and len(groups) and problem is not None:
+                anchors = problem.group_anchors()[np.asarray(groups, np.int64)]
+                failing = parent_ids[np.unique(anchors[anchors < npn] // kp)]
+            raise _ParentFailed(exc, failing, stage) from exc
+        return np.asarray(sol.values, dtype=float)[npn:].reshape(C, K)
 
     def _root(self, hist: np.ndarray, noisy: dict, det: str | None, groups: list[str], mats: dict,
               invariant: bool) -> np.ndarray:
@@ -424,14 +494,24 @@ class CensusTopDown(Mechanism):
         est[child[ptr[single]]] = est[single]
         multi = parents[nch > 1]
         multi = multi[est[multi].sum(1) > 0]  # children of an all-zero parent stay 0 (est starts at 0)
-        for s in range(0, multi.size, self.chunk_parents):
-            ps = multi[s:s + self.chunk_parents]
-            counts = np.diff(ptr)[ps]
-            kids = child[np.concatenate([np.arange(ptr[p], ptr[p + 1]) for p in ps])]
+        if multi.size == 0:
+            return
+        counts = np.diff(ptr)[multi]
+        # batches of whole parents with at most batch_children children (a wider parent alone)
+        cum = np.cumsum(counts)
+        bounds = [0]
+        while bounds[-1] < multi.size:
+            base = cum[bounds[-1] - 1] if bounds[-1] else 0
+            nxt = int(np.searchsorted(cum, base + self.batch_children, side="right"))
+            bounds.append(max(nxt, bounds[-1] + 1))
+        for s, e in zip(bounds[:-1], bounds[1:]):
+            ps, cnt = multi[s:e], counts[s:e]
+            first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+            kids = child[np.repeat(ptr[ps] - first, cnt) + np.arange(cnt.sum())]
             if not spine.measured[kids].all():
                 u = kids[~spine.measured[kids]][0]
                 raise SpineError(f"geounit {spine.names[u]!r} is unmeasured but has siblings")
-            local = np.repeat(np.arange(ps.size), counts)
+            local = np.repeat(np.arange(ps.size), cnt)
             totals = hist[kids].sum(1) if invariant else None
             chunk = self._chunk(est[ps], local, kids, noisy, det, groups, mats, totals, spine.n)
             est[kids] = self._solve_chunk(chunk, ps)

@@ -63,6 +63,18 @@ class LevelChunk:
         """``(P, C, K)``."""
         return self.parent_values.shape[0], self.child_parent.size, self.targets.shape[1]
 
+    def subset(self, parents: np.ndarray) -> tuple["LevelChunk", np.ndarray]:
+        """The chunk of the parents where the bool mask ``parents`` holds, and the indices of their
+        children in this chunk (parents renumbered in order)."""
+        keep = np.asarray(parents, bool)
+        kids = np.flatnonzero(keep[self.child_parent])
+        renum = np.cumsum(keep) - 1
+        sub = LevelChunk(self.parent_values[keep], renum[self.child_parent[kids]], self.targets[kids],
+                         self.target_weight[kids], self.query_mats, [a[kids] for a in self.query_answers],
+                         [w[kids] for w in self.query_weight], None if self.totals is None else self.totals[kids],
+                         self.cell_map)
+        return sub, kids
+
     @property
     def n_parent_nodes(self) -> int:
         """Number of fixed parent-cell nodes (P times the parents' cells)."""

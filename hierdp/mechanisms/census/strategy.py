@@ -82,7 +82,8 @@ class QueryStrategy:
         if groups is None:
             d = len(shape)
             groups = {"total": ()}
-            groups.update({f"m{a}": (a,) for a in range(d)})
+            if d > 1:  # with one attribute its marginal is the detailed query
+                groups.update({f"m{a}": (a,) for a in range(d)})
             if d > 2:
                 groups.update({f"m{a}{b}": (a, b) for a in range(d) for b in range(a + 1, d)})
             groups["detailed"] = tuple(range(d))
