@@ -8,10 +8,11 @@ Layout (chosen by ``--x/--y`` or ``--lon/--lat``)::
 * one row per point; ``--x COL --y COL`` (any plane), or ``--lon COL --lat COL`` (x is the
   longitude, y the latitude; the output's coordinate columns are then ``lon_min`` ... ``lat_max``).
   ``--count COL`` optionally gives each row a number of records (non-negative integers);
-* ``--box X_MIN X_MAX Y_MIN Y_MAX``: the public bounding box (four numbers, negative ones
-  included: ``--box -125 -66 24 50``); every point must lie inside it (edges included) - points
-  outside are refused, never dropped. Without ``--box`` the box would be read from the private
-  points (it moves when a point at the edge is added or removed): refused unless
+* ``--box X_MIN X_MAX Y_MIN Y_MAX``: the public bounding box (four numbers, negative ones as
+  they are: ``--box -125 -66 24 50``; write decimals, not ``-1e3``, which reads as a flag);
+  every point must lie inside it (edges included) - points outside are refused, never dropped.
+  Without ``--box`` the box would be read from the private points (it moves when a point at the
+  edge is added or removed): refused unless
   ``--observed-domain-public`` states that the observed box is public (the release says so);
 * ``--grid ROWSxCOLS``: the public grid, cells along y (rows) and along x (cols), e.g.
   ``1024x1024`` (one number N means N x N); at most :data:`MAX_CELLS` cells;
@@ -69,9 +70,9 @@ def add_point_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--y", help="column of y coordinates")
     g.add_argument("--lon", help="column of longitudes (x); with --lat")
     g.add_argument("--lat", help="column of latitudes (y); with --lon")
-    g.add_argument("--box", nargs="+", metavar="X_MIN X_MAX Y_MIN Y_MAX",
-                   help="the public bounding box, four numbers (LON_MIN LON_MAX LAT_MIN LAT_MAX with --lon/--lat; "
-                        "or --box=X_MIN,X_MAX,Y_MIN,Y_MAX); every point must lie inside it")
+    g.add_argument("--box", nargs=4, metavar=("X_MIN", "X_MAX", "Y_MIN", "Y_MAX"),
+                   help="the public bounding box (LON_MIN LON_MAX LAT_MIN LAT_MAX with --lon/--lat; negative numbers "
+                        "as they are: --box -125 -66 24 50); every point must lie inside it")
     g.add_argument("--grid", metavar="ROWSxCOLS",
                    help="the public grid: cells along y (rows) and x (cols), e.g. 1024x1024 (N: N x N)")
     g.add_argument("--param", action="append", metavar="NAME=VALUE",
@@ -98,8 +99,6 @@ def parse_grid(text: str) -> tuple[int, int]:
 def parse_box(values: list[str], names: tuple[str, str]) -> tuple[float, float, float, float]:
     """Four finite numbers with ``min < max`` on both axes; ``names`` = ("x", "y") or ("lon", "lat")."""
     labels = [f"{names[0]}_min", f"{names[0]}_max", f"{names[1]}_min", f"{names[1]}_max"]
-    if len(values) == 1:  # --box=X_MIN,X_MAX,Y_MIN,Y_MAX
-        values = [v.strip() for v in values[0].split(",")]
     if len(values) != 4:
         raise CliError(f"--box needs four numbers {' '.join(s.upper() for s in labels)}, got {len(values)}")
     out: list[float] = []
@@ -204,8 +203,9 @@ def _check_arguments(args: argparse.Namespace) -> dict[str, Any]:
     if name not in MECHANISMS_WITH_CONSISTENCY:
         for flag, value in (("--solver", args.solver), ("--time-limit", args.time_limit)):
             if value is not None:
+                fitting = ", ".join(MECHANISMS_WITH_CONSISTENCY)
                 raise CliError(f"{flag} does not apply to --mechanism {name}, which has no solver step; drop it "
-                               f"(point mechanisms with a consistency solver: {', '.join(MECHANISMS_WITH_CONSISTENCY)})")
+                               f"(point mechanisms with a consistency solver: {fitting})")
     if args.secure and args.seed is not None:
         raise CliError("--seed and --secure exclude each other: a seeded release is reproducible, hence not "
                        "for publication; drop --seed for a real release")
@@ -253,7 +253,8 @@ def _grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
             i = int(np.flatnonzero(out)[0])
             raise CliError(f"input {Path(args.input).name}: {int(out.sum())} point(s) lie outside --box "
                            f"{' '.join(f'{v:g}' for v in box)}, e.g. row {i} ({names[0]} {float(x[i])!r}, {names[1]} "
-                           f"{float(y[i])!r}); enlarge the box or filter the points first (nothing is dropped silently)")
+                           f"{float(y[i])!r}); enlarge the box or filter the points first (nothing is dropped "
+                           "silently)")
     weights = None
     if args.count:
         weights = df[args.count].to_numpy()
@@ -313,14 +314,16 @@ def run_points(args: argparse.Namespace) -> int:
         if problems:  # a bug, not bad input: refuse to write a release that breaks its promise
             raise RuntimeError(f"the release of {spec['name']} is not a tiling of the grid: {problems[0]}")
         frame = _frame(rel, spec["names"])
+        t0 = time.perf_counter()
         write_table_atomic(frame, out)
+        t_write = time.perf_counter() - t0
         written = True
         console.say(f"input: {args.input} -> {grid!r} (binned in {t_build:.2f} s)")
         console.say(rel.accounting_text())
         console.say(f"released {rel.n_leaves:,} leaves tiling the {grid.shape[0]} x {grid.shape[1]} grid"
                     + (f" (consistency solver {rel.solver})" if rel.solver else "") + "; seconds per phase: "
                     + ", ".join(f"{k} {v:.3f}" for k, v in rel.timings.items()))
-        console.say(f"wrote {len(frame):,} rows (one per leaf) to {out}")
+        console.say(f"wrote {len(frame):,} rows (one per leaf) to {out} in {t_write:.2f} s")
     except KeyboardInterrupt:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
