@@ -1,4 +1,4 @@
-"""The ``hierdp`` command line: ``solvers``, ``demo``, ``release``, ``compare``.
+"""The ``hierdp`` command line: ``solvers``, ``mechanisms``, ``demo``, ``release``, ``compare``.
 
 Every failure is one line on stderr naming the cause, with a non-zero exit code (see
 :mod:`hierdp.cli.console` for the codes); set ``HIERDP_DEBUG=1`` to see the traceback of an
@@ -42,13 +42,15 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hierdp`` command."""
     from hierdp.cli.compare import add_compare_parser
-    from hierdp.cli.info import cmd_demo, cmd_solvers
+    from hierdp.cli.info import cmd_demo, cmd_mechanisms, cmd_solvers
     from hierdp.cli.release import add_release_parser
 
     parser = _Parser(prog="hierdp", description="Differentially private hierarchical counts.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("solvers", help="list installed solver plug-ins and what each supports")
     p.set_defaults(func=cmd_solvers)
+    p = sub.add_parser("mechanisms", help="list the registered mechanisms (names for --mechanism)")
+    p.set_defaults(func=cmd_mechanisms)
     p = sub.add_parser("demo", help="release the bundled world-cities hierarchy and print a summary")
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--delta", type=float, default=1e-8)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.console import show_progress
 from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
 from hierdp.cli.io import (
     CliError,
@@ -167,7 +168,7 @@ def run_compare(args: argparse.Namespace) -> int:
             else:
                 tree = build_tree(args, read_table(args.input, counts=[args.count] if args.count else []))
             frame = compare(tree, mechanisms, solvers=solvers, epsilon=args.epsilon, delta=delta, rho=args.rho,
-                            seeds=seeds, time_limit=args.time_limit, progress=not args.quiet,
+                            seeds=seeds, time_limit=args.time_limit, progress=show_progress(args),
                             bounded=not args.unbounded, contributions=args.contributions,
                             **({"distinct": True} if args.distinct_pairs else {}),
                             **({"conversion": args.conversion} if args.conversion != "analytic" else {}))

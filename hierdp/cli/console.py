@@ -52,6 +52,12 @@ def _silence_stdout() -> None:
         pass
 
 
+def show_progress(args: Any) -> bool:
+    """Progress bars only on an interactive terminal and without ``--quiet``: in a log or a pipe,
+    tqdm's carriage returns would pile up into one long line."""
+    return not getattr(args, "quiet", False) and bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
 class Console:
     """Prints a command's output; a reader that goes away (``| head``) does not stop the work.
 

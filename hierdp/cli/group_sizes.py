@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.console import show_progress
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
 from hierdp.cli.layouts import GROUP_SIZE_MECHANISMS, check_layout_flags, check_mechanism_fits
 
@@ -170,7 +171,7 @@ def run_group_sizes(args: argparse.Namespace) -> int:
             else:
                 data = CountOfCounts.from_persons(df, person=args.person, **common)
             t_build = time.perf_counter() - t0
-            return data, t_build, mech.release(data, seed=seed, progress=not args.quiet)
+            return data, t_build, mech.release(data, seed=seed, progress=show_progress(args))
 
         data, t_build, rel = run_interruptible(work)
         frame = rel.to_frame()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from hierdp.cli.console import show_progress
 from hierdp.cli.console import Console
 from hierdp.cli.release import randomness_text
 
@@ -33,6 +34,21 @@ def cmd_solvers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mechanisms(args: argparse.Namespace) -> int:
+    """List the registered mechanisms (the names ``--mechanism`` and ``hierdp.create`` accept)."""
+    console = Console("hierdp mechanisms")
+    from hierdp.mechanisms.registry import describe
+
+    rows = describe()
+    width = max(map(len, rows), default=9) + 2
+    console.say(f"{'mechanism':<{width}}description")
+    for name, text in rows.items():
+        console.say(f"{name:<{width}}{text}")
+    if console.pipe_closed:
+        raise BrokenPipeError("stdout was closed early")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Release the bundled world cities with InfTDA and print a summary."""
     console = Console("hierdp demo")
@@ -53,7 +69,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     console.say(randomness_text(False, args.seed, drawn=False) + "\n")
 
     main = InfTDA(epsilon=args.epsilon, delta=args.delta, solver="intopt")
-    release = main.release(tree, seed=args.seed, progress=not args.quiet)
+    release = main.release(tree, seed=args.seed, progress=show_progress(args))
     console.say("InfTDA (IntOpt post-processing), per level:")
     report = metrics.level_report(release, tree)
     with pd.option_context("display.float_format", "{:,.2f}".format, "display.width", 140):

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.console import show_progress
 from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
 from hierdp.errors import HierdpError
@@ -490,7 +491,7 @@ def run_release(args: argparse.Namespace) -> int:
                 tree = build_tree(args, df)
             check_public_domain(tree)
             t_build = time.perf_counter() - t0
-            return tree, t_build, mech.release(tree, seed=seed, progress=not args.quiet, **extra)
+            return tree, t_build, mech.release(tree, seed=seed, progress=show_progress(args), **extra)
 
         try:
             tree, t_build, rel = run_interruptible(work)

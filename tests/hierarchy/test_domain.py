@@ -22,7 +22,7 @@ from hierdp.hierarchy import Geography, Hierarchy, HierarchyError, ODTree, Unkno
 from hierdp.hierarchy.synthetic import random_partition, synthetic_od
 from hierdp.hierarchy.topdown_tree import as_topdown_tree
 from hierdp.mechanisms import InfTDA
-from hierdp.mechanisms.baselines import VanillaGauss
+from hierdp.mechanisms.topdown.baselines import VanillaGauss
 from hierdp.privacy.domain import OBSERVED_DOMAIN_ASSUMPTION, ObservedDomainError, check_public_domain
 
 LEVELS = ["region", "city"]

@@ -16,7 +16,7 @@ from hierdp.mechanisms.safetab import (
     StabilityError,
     safetab,
 )
-from hierdp.mechanisms.safetab_accounting import (
+from hierdp.mechanisms.safetab.accounting import (
     PAPER_ALPHAS,
     level_budgets_for_moe,
     rdp_curve_geometric_levels,
@@ -222,7 +222,7 @@ def test_bad_input_raises_before_any_noise(case):
 # ----------------------------------------------------------------------------- hierarchy helpers
 def test_population_groups_and_consistent_totals():
     from hierdp.hierarchy import Hierarchy
-    from hierdp.mechanisms.safetab_groups import (
+    from hierdp.mechanisms.safetab.groups import (
         consistent_totals,
         geography_entities,
         population_groups,

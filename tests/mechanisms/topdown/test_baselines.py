@@ -11,7 +11,7 @@ import pytest
 from hierdp.hierarchy import Hierarchy
 from hierdp.hierarchy.od import ODTree
 from hierdp.hierarchy.topdown_tree import HierarchyTree
-from hierdp.mechanisms.baselines import SH, StabilityHistogram, UniverseTooLarge, VanillaGauss, sh_threshold
+from hierdp.mechanisms.topdown.baselines import SH, StabilityHistogram, UniverseTooLarge, VanillaGauss, sh_threshold
 
 
 def _od(n_leaves: int = 6, n_trips: int = 500, seed: int = 0) -> ODTree:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hierdp.hierarchy import Hierarchy
 from hierdp.hierarchy.od import ODTree
 from hierdp.hierarchy.topdown_tree import HierarchyTree
-from hierdp.mechanisms.rounding import paper_round_batch
+from hierdp.solvers.paper_round import paper_round_batch
 from hierdp.mechanisms.topdown import TDA, InfTDA, level_sensitivity_sq
 from hierdp.solvers import UnsupportedProblem
 from hierdp.privacy.errors import PrivacyParameterError
