@@ -19,7 +19,8 @@ from typing import Any
 from hierdp.cli.io import CliError
 
 __all__ = ["TREE_MECHANISMS", "POINT_MECHANISMS", "GROUP_SIZE_MECHANISMS", "OTHER_INPUT_MECHANISMS",
-           "input_layout", "check_layout_flags", "check_mechanism_fits", "mechanisms_for", "LAYOUT_TEXT"]
+           "input_layout", "check_layout_flags", "check_mechanism_fits", "mechanisms_for", "layout_label",
+           "LAYOUT_TEXT"]
 
 #: built-in mechanisms that release a tree of counts
 TREE_MECHANISMS = ("inftda", "tda_l2", "tda_l2_exact", "tda_linf", "vanilla", "sh", "topdown")
@@ -126,6 +127,13 @@ def _layout_of_mechanism(name: str) -> str | None:
     if name in OTHER_INPUT_MECHANISMS:
         return None
     return "tree"
+
+
+def layout_label(name: str) -> str:
+    """What ``hierdp mechanisms`` shows as a mechanism's input: ``trees``, ``group sizes``,
+    ``points`` or ``Python API``."""
+    own = _layout_of_mechanism(name)
+    return {"tree": "trees", "groups": "group sizes", "points": "points", None: "Python API"}[own]
 
 
 def check_mechanism_fits(name: str, layout: str, flag: str = "--mechanism") -> None:

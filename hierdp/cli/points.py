@@ -285,7 +285,7 @@ def _frame(rel: Any, names: tuple[str, str]) -> Any:
 
 def run_points(args: argparse.Namespace) -> int:
     """``hierdp release --x/--y ...``: checks, read, bin, release, write (exit code 0)."""
-    from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
+    from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible, show_progress
     from hierdp.cli.release import randomness_text
 
     console = Console("hierdp release")
@@ -307,7 +307,7 @@ def run_points(args: argparse.Namespace) -> int:
             t0 = time.perf_counter()
             grid = _grid(args, spec)
             t_build = time.perf_counter() - t0
-            return grid, t_build, mech.release(grid, seed=seed, progress=not args.quiet)
+            return grid, t_build, mech.release(grid, seed=seed, progress=show_progress(args))
 
         grid, t_build, rel = run_interruptible(work)
         problems = rel.check_consistency()

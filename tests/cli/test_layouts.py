@@ -100,3 +100,12 @@ def test_third_party_mechanisms_count_as_tree_mechanisms(monkeypatch):
     monkeypatch.setitem(registry._EXTRA, "my_tree_mech", (lambda **kw: None, "a test mechanism"))
     assert "my_tree_mech" in mechanisms_for("tree")
     assert "my_tree_mech" not in mechanisms_for("points") + mechanisms_for("groups")
+
+
+def test_the_mechanism_listing_shows_each_input(capsys):
+    assert main(["mechanisms"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    for names, label in ((TREE_MECHANISMS, "trees"), (POINT_MECHANISMS, "points"),
+                         (GROUP_SIZE_MECHANISMS, "group sizes"), (tuple(OTHER_INPUT_MECHANISMS), "Python API")):
+        for name in names:
+            assert rows[name].split(None, 1)[1].startswith(label), rows[name]
