@@ -96,6 +96,7 @@ def add_compare_parser(subparsers: Any) -> None:
 
 
 def _check_names(mechanisms: list[str], solvers: list[str] | None) -> None:
+    from hierdp.cli.layouts import check_mechanism_fits
     from hierdp.mechanisms import registry
     from hierdp.solvers import names as solver_names
 
@@ -104,6 +105,7 @@ def _check_names(mechanisms: list[str], solvers: list[str] | None) -> None:
     for m in mechanisms:
         if m not in registry.names():
             raise CliError(f"--mechanisms: unknown mechanism {m!r}; registered: {', '.join(registry.names())}")
+        check_mechanism_fits(m, "tree", flag="--mechanisms")  # compare runs trees only
     for s in solvers or []:
         if s not in solver_names():
             raise CliError(f"--solvers: unknown solver {s!r}; registered: {', '.join(solver_names())}")

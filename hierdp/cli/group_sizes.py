@@ -34,11 +34,10 @@ from typing import Any
 
 from hierdp.cli.console import show_progress
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
+from hierdp.cli.layouts import GROUP_SIZE_MECHANISMS, check_layout_flags, check_mechanism_fits
 
 __all__ = ["add_group_size_arguments", "run_group_sizes", "GROUP_SIZE_MECHANISMS"]
 
-GROUP_SIZE_MECHANISMS = ("pgsr_mdp", "pgsr_mh", "pgsr_mh_relaxed", "pgsr_mhc", "pgsr_mhc_relaxed",
-                         "pgsr_cumulative_dp", "pgsr_chain_dp", "pgsr_topdown")
 
 
 def _positive_int(text: str) -> int:
@@ -73,14 +72,8 @@ def _split(s: str | None) -> list[str]:
 def _check_arguments(args: argparse.Namespace) -> str:
     """Everything refusable from the arguments alone; returns the mechanism name."""
     name = args.mechanism or "pgsr_mdp"
-    if name not in GROUP_SIZE_MECHANISMS:
-        raise CliError(f"--mechanism {name} does not release group sizes; with --unit use one of "
-                       f"{', '.join(GROUP_SIZE_MECHANISMS)}")
-    for flag, value in (("--origin", args.origin), ("--destination", args.destination),
-                        ("--origin-levels", args.origin_levels), ("--destination-levels", args.destination_levels),
-                        ("--destination-geo", args.destination_geo), ("--count", args.count)):
-        if value:
-            raise CliError(f"{flag} does not apply to the group-size layout (--unit); drop it")
+    check_mechanism_fits(name, "groups")
+    check_layout_flags(args, "groups")  # tree, point and scale-out flags
     if not args.levels:
         raise CliError("the group-size layout needs --levels (the region columns, coarse to fine)")
     if args.size and args.person:

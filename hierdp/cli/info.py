@@ -39,11 +39,13 @@ def cmd_mechanisms(args: argparse.Namespace) -> int:
     console = Console("hierdp mechanisms")
     from hierdp.mechanisms.registry import describe
 
+    from hierdp.cli.layouts import layout_label
+
     rows = describe()
     width = max(map(len, rows), default=9) + 2
-    console.say(f"{'mechanism':<{width}}description")
+    console.say(f"{'mechanism':<{width}}{'input':<13}description")
     for name, text in rows.items():
-        console.say(f"{name:<{width}}{text}")
+        console.say(f"{name:<{width}}{layout_label(name):<13}{text}")
     if console.pipe_closed:
         raise BrokenPipeError("stdout was closed early")
     return 0

@@ -1,6 +1,9 @@
 """``hierdp release``: release a CSV/Parquet file of trips or counts with a registered mechanism.
 
-Three input layouts:
+Tree layouts (two more layouts have their own modules: group sizes with ``--unit``,
+:mod:`hierdp.cli.group_sizes`; location points with ``--x/--y`` or ``--lon/--lat``,
+:mod:`hierdp.cli.points`; each layout accepts only the mechanisms that fit it,
+:mod:`hierdp.cli.layouts`):
 
 * trips (``--origin COL --destination COL --geo GEO.csv [--levels L1,L2,...]``): one row per trip
   (or per pair with ``--count``) between finest areas; the geography file has one column per
@@ -134,7 +137,8 @@ def add_release_parser(subparsers: Any) -> None:
                           "Without --seed and --secure a seed is drawn and printed")
     mech = p.add_argument_group("mechanism")
     mech.add_argument("--mechanism", choices=registry.names(), default=None,
-                      help="registered mechanism (default inftda; pgsr_mdp with --unit)")
+                      help="registered mechanism that fits the layout (default inftda for trees; pgsr_mdp with "
+                           "--unit; htf with --x/--y or --lon/--lat)")
     mech.add_argument("--solver", default=None,
                       help=f"post-processing solver name (mechanisms {', '.join(sorted(MECHANISMS_WITH_SOLVER))}; "
                            "default per mechanism)")
@@ -143,6 +147,8 @@ def add_release_parser(subparsers: Any) -> None:
     add_layout_arguments(p)
     from hierdp.cli.group_sizes import add_group_size_arguments  # group sizes (paper 001): --unit
     add_group_size_arguments(p)
+    from hierdp.cli.points import add_point_arguments  # location points (paper 002): --x/--y, --lon/--lat
+    add_point_arguments(p)
     add_scale_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_release)
@@ -423,9 +429,15 @@ def run_release(args: argparse.Namespace) -> int:
     from hierdp.privacy.domain import ObservedDomainError, check_public_domain
     from hierdp.privacy.errors import PrivacyError
 
-    if getattr(args, "unit", None):  # the group-size layout (paper 001)
+    from hierdp.cli.layouts import check_layout_flags, check_mechanism_fits, input_layout
+
+    layout = input_layout(args)
+    if layout == "groups":  # the group-size layout (paper 001)
         from hierdp.cli.group_sizes import run_group_sizes
         return run_group_sizes(args)
+    if layout == "points":  # location points (paper 002)
+        from hierdp.cli.points import run_points
+        return run_points(args)
     console = Console("hierdp release")
     # everything that can be refused is refused before any input is read or noise drawn
     for f in input_files(args):
@@ -433,6 +445,8 @@ def run_release(args: argparse.Namespace) -> int:
     if not Path(args.input).exists():
         raise CliError(f"input file not found: {args.input}")
     out = check_output_path(args.output, input_files(args), overwrite=args.overwrite)
+    check_layout_flags(args, "tree")
+    check_mechanism_fits(args.mechanism or "inftda", "tree")
     layout_of(args)
     check_domain_arguments(args)
     check_scale_arguments(args)

@@ -185,6 +185,36 @@ def test_bad_baseline_parameters_are_refused(name, kw, match):
         create(name, epsilon=1.0, **kw)
 
 
+@pytest.mark.parametrize("name", ["quadtree", "kdtree", "ag"])
+def test_consistency_solvers_are_checked_before_any_noise(name):
+    """A consistency solver is refused at construction exactly when it would refuse the real
+    problem after the noise: each registered solver is tried both ways (the oracle is the solver's
+    own refusal on a released tree's Problem, raised by the registry)."""
+    from hierdp.mechanisms.spatial.consistency import tree_problem
+    from hierdp.solvers import names as solver_names
+    from hierdp.solvers import registry as solver_registry
+
+    grid = SpatialGrid.from_counts(np.arange(64, dtype=np.int64).reshape(8, 8))
+    kw = {} if name == "ag" else {"height": 2}
+    raw = create(name, epsilon=1.0, consistency=None, **kw).release(grid, seed=3)
+    tree = create(name, epsilon=1.0, **kw).release(grid, seed=3).tree  # the structure the real problem has
+    noisy = np.full(tree.n, np.nan) if name == "ag" else np.zeros(tree.n)
+    if name == "ag":
+        noisy[1:] = 1.0 + np.arange(tree.n - 1)  # AG's root is not measured
+    else:
+        noisy[:] = tree.values + np.linspace(-3, 3, tree.n)  # signed, inconsistent targets
+    problem = tree_problem(tree.parent, noisy, np.linspace(1.0, 4.0, tree.n))
+    assert raw.tree is None
+    for solver in solver_names() + ["no_such_solver"]:
+        refuses_real = solver == "no_such_solver" or bool(solver_registry.get(solver).unsupported(problem))
+        try:
+            create(name, epsilon=1.0, consistency_solver=solver, **kw)
+            refused = False
+        except MechanismParameterError:
+            refused = True
+        assert refused == refuses_real, solver
+
+
 def test_identity_noise_scale():
     """Identity on an all-zero grid: the released cells are pure noise of scale 1/eps (variance
     2q/(1-q)^2, q = exp(-eps)); 65,536 draws give the variance to about 1.5 % (4 sd < 6 %)."""

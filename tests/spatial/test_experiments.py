@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from experiments.paper002_htf import bench, fig6, figs, real
+from experiments.paper002_htf import bench, cli, fig6, figs, real
 
 
 def test_figures_3_to_5(tmp_path, capsys):
@@ -50,3 +50,13 @@ def test_benchmark(tmp_path, capsys):
     for _, part in cons.groupby("nodes"):  # the closed form and the QP reach one optimum
         assert part["objective"].max() - part["objective"].min() <= 1e-6 * max(1.0, part["objective"].abs().max())
     assert "seconds per phase" in capsys.readouterr().out
+
+
+def test_command_line_experiment(tmp_path, capsys):
+    """The written files' leaves equal the library's release with the same seed (the script's own
+    check, returned as its exit code) and answer the workload."""
+    assert cli.main(["--quick", "--in-process", "--out", str(tmp_path)]) == 0
+    table = pd.read_csv(tmp_path / "paper002_htf" / "cli.csv")
+    assert set(table["mechanism"]) == {"htf", "ag", "quadtree"} and table["same_as_library"].all()
+    assert (table.loc[table["mechanism"] == "quadtree", "leaves"] == 4**5).all()
+    assert "hierdp release on location points" in capsys.readouterr().out

@@ -57,7 +57,7 @@ from hierdp.mechanisms.spatial._common import (
     pure,
 )
 from hierdp.mechanisms.spatial.budgets import geometric_level_budgets, uniform_level_budgets
-from hierdp.mechanisms.spatial.consistency import consistent_tree
+from hierdp.mechanisms.spatial.consistency import check_consistency_solver, consistent_tree
 from hierdp.mechanisms.spatial.trees import build_tree, median_split, midpoint_split, quad_split
 from hierdp.hierarchy.spatial import rect_sums
 from hierdp.privacy import samplers
@@ -292,6 +292,9 @@ class AG(_NEstimate, SpatialMechanism):
         self.consistency = consistency
         self.consistency_solver = consistency_solver
         self.cross_check = cross_check
+        if consistency is not None:  # refused now, not after the noise is drawn
+            check_consistency_solver(consistency_solver, unmeasured_root=True)
+            check_consistency_solver(cross_check, "cross_check", unmeasured_root=True)
         self.solver_options = dict(solver_options or {})
 
     def params(self) -> dict[str, Any]:
@@ -362,6 +365,9 @@ class _TreeBaseline(SpatialMechanism):
         self.consistency = consistency
         self.consistency_solver = solver if solver is not None else consistency_solver
         self.cross_check = cross_check
+        if consistency is not None:  # refused now, not after the noise is drawn
+            check_consistency_solver(self.consistency_solver)
+            check_consistency_solver(cross_check, "cross_check")
         self.solver_options = dict(solver_options or {})
 
     def _grow(self, grid: Any, ctx: RunContext, eps_split: Fraction) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ import numpy as np
 from hierdp.models.problem import Problem
 from hierdp.solvers import registry as solver_registry
 
-__all__ = ["tree_problem", "consistent_tree"]
+__all__ = ["tree_problem", "consistent_tree", "check_consistency_solver"]
 
 
 def tree_problem(parent: np.ndarray, noisy: np.ndarray, variances: np.ndarray, *, integer: bool = False,
@@ -46,3 +46,26 @@ def consistent_tree(parent: np.ndarray, noisy: np.ndarray, variances: np.ndarray
         solver = "auto"
     sol = solver_registry.solve(problem, solver, cross_check=cross_check, **options)
     return sol.values, sol
+
+
+def check_consistency_solver(solver: Any, what: str = "consistency_solver", *, unmeasured_root: bool = False) -> None:
+    """Refuse, before any data is seen, a solver that cannot solve the consistency Problem: an
+    unknown name, or a plug-in whose capabilities exclude its shape (continuous weighted L2 over a
+    tree, signed values; ``unmeasured_root``: AG's root has no measurement). ``"auto"`` and solver
+    objects are left to the registry."""
+    from hierdp.mechanisms.base import MechanismParameterError
+
+    if solver is None or solver == "auto" or not isinstance(solver, str):
+        return
+    try:
+        plugin = solver_registry.get(solver)
+    except KeyError as exc:
+        raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
+    # a depth-2 tree with signed targets and unequal variances: the shape the releases pose
+    probe = tree_problem(np.array([-1, 0, 0, 1, 1, 2, 2]),
+                         np.array([np.nan if unmeasured_root else 4.0, 3.0, -1.0, 2.0, 0.5, -2.0, 1.0]),
+                         np.array([1.0, 2.0, 2.0, 5.0, 5.0, 5.0, 5.0]))
+    why = plugin.unsupported(probe)
+    if why:
+        raise MechanismParameterError(f"{what} {solver!r} cannot solve the tree's consistency problem (continuous "
+                                      f"weighted least squares, signed values): {'; '.join(why)}")
