@@ -9,8 +9,9 @@
 
 K is each set's observed maximum, so the releases state that it is assumed public. ε ∈ {0.1, 1},
 3 seeds (1 for the OP baselines: ``--op-seeds``); every mechanism of Table 7 (OP baselines
-through PDLP), plus the exact M_H (HiGHS) on BudgetFood. Prints, per data set, mean |error| per cell at every level, #CV and seconds, and checks
-that every DP release is consistent, valid and faithful. Writes ``results/pgsr_real.csv``.
+through PDLP), plus the exact M_H (HiGHS) on BudgetFood. Prints, per data set, mean |error| per
+cell at every level, #CV and seconds, and checks that every DP release is consistent, valid and
+faithful. Writes ``results/pgsr_real.csv``.
 
 Run: ``python -m experiments.paper001_pgsr.real``.
 """
