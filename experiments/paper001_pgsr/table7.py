@@ -170,28 +170,35 @@ def chain_figure(summary: pd.DataFrame, path) -> None:
     part = summary[summary.mechanism.isin(CHAIN_FIGURE_ROWS)]
     if part.empty:
         return
-    panels = list(part.groupby(["dataset", "epsilon"], sort=False).groups)
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), squeeze=False, sharey=False)
+    datasets = list(dict.fromkeys(part.dataset))
+    eps_list = sorted(part.epsilon.unique())
+    fig, axes = plt.subplots(len(datasets), len(eps_list), figsize=(3.3 * len(eps_list), 2.6 * len(datasets) + 0.6),
+                             squeeze=False)
     rows = [m for m in CHAIN_FIGURE_ROWS if m in set(part.mechanism)]
     width = 0.8 / len(rows)
     colors = plt.get_cmap("tab10")
-    for ax, (ds, eps) in zip(axes[0], panels):
+    for (i, ds), (j, eps) in ((a, b) for a in enumerate(datasets) for b in enumerate(eps_list)):
+        ax = axes[i][j]
         p = part[(part.dataset == ds) & (part.epsilon == eps)]
+        if p.empty:
+            ax.set_visible(False)
+            continue
         levels = sorted(p.level.unique())
-        for i, mech in enumerate(rows):
+        for r, mech in enumerate(rows):
             m = p[p.mechanism == mech].set_index("level").reindex(levels)
-            ax.bar(np.arange(len(levels)) + (i - (len(rows) - 1) / 2) * width, m.l1_per_cell, width,
-                   color=colors(i), label=mech, hatch="//" if "NOT DP" in mech else None,
+            ax.bar(np.arange(len(levels)) + (r - (len(rows) - 1) / 2) * width, m.l1_per_cell, width,
+                   color=colors(r), label=mech, hatch="//" if "NOT DP" in mech else None,
                    edgecolor="black" if "NOT DP" in mech else None, linewidth=0.4)
         names = p.drop_duplicates("level").set_index("level").reindex(levels).level_name
         ax.set_xticks(np.arange(len(levels)), [str(n) for n in names], fontsize=8)
         ax.set_yscale("log")
         ax.set_title(f"{ds}, eps = {eps:g}", fontsize=9)
         ax.tick_params(axis="y", labelsize=7)
-    axes[0][0].set_ylabel("mean |error| per (region, size) cell", fontsize=8)
+        if j == 0:
+            ax.set_ylabel("mean |error| per cell", fontsize=8)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.14, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.11, 1, 1))
     fig.savefig(path, dpi=80)
     plt.close(fig)
 
