@@ -77,9 +77,10 @@ def main(argv: list[str] | None = None) -> None:
     _print_table(summary)
     _vs_paper(summary).to_csv(out / f"pgsr_table7_vs_paper{tag}.csv", index=False)
     _figures(summary, out, tag)
+    chain_figure(summary, out / f"pgsr_chain_calibration{tag}.png")
     print_notes(notes)
     print(f"\nwrote {out}/pgsr_table7_runs{tag}.csv, pgsr_table7_summary{tag}.csv, pgsr_table7_vs_paper{tag}.csv, "
-          f"pgsr_fig8_runtimes{tag}.png, pgsr_fig9_errors{tag}.png")
+          f"pgsr_fig8_runtimes{tag}.png, pgsr_fig9_errors{tag}.png, pgsr_chain_calibration{tag}.png")
 
 
 def _print_table(summary: pd.DataFrame) -> None:
@@ -148,6 +149,57 @@ def _figures(summary: pd.DataFrame, out, tag: str = "") -> None:
     axes[0][-1].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(out / f"pgsr_fig9_errors{tag}.png", dpi=110)
+    plt.close(fig)
+
+
+#: the rows of the calibration figure (DP mechanisms and the chain's calibrations), in drawing order
+CHAIN_FIGURE_ROWS = ["M_DP", "approx DP cumulative", "TopDown", "chain DP (per-region, Model 3)",
+                     "chain DP (per-region, inv-var)", "chain DP (level vector, m_l)",
+                     "chain DP, sensitivity 1 [NOT DP]"]
+
+
+def chain_figure(summary: pd.DataFrame, path) -> None:
+    """Mean |error| per cell by level for the DP mechanisms and every chain calibration, one panel
+    per (dataset, ε): what the sensitivity-1 calibration (not DP) buys, and what the correct ones
+    cost. ``summary`` is ``pgsr_table7_summary*.csv``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    part = summary[summary.mechanism.isin(CHAIN_FIGURE_ROWS)]
+    if part.empty:
+        return
+    datasets = list(dict.fromkeys(part.dataset))
+    eps_list = sorted(part.epsilon.unique())
+    fig, axes = plt.subplots(len(datasets), len(eps_list), figsize=(3.3 * len(eps_list), 2.6 * len(datasets) + 0.6),
+                             squeeze=False)
+    rows = [m for m in CHAIN_FIGURE_ROWS if m in set(part.mechanism)]
+    width = 0.8 / len(rows)
+    colors = plt.get_cmap("tab10")
+    for (i, ds), (j, eps) in ((a, b) for a in enumerate(datasets) for b in enumerate(eps_list)):
+        ax = axes[i][j]
+        p = part[(part.dataset == ds) & (part.epsilon == eps)]
+        if p.empty:
+            ax.set_visible(False)
+            continue
+        levels = sorted(p.level.unique())
+        for r, mech in enumerate(rows):
+            m = p[p.mechanism == mech].set_index("level").reindex(levels)
+            ax.bar(np.arange(len(levels)) + (r - (len(rows) - 1) / 2) * width, m.l1_per_cell, width,
+                   color=colors(r), label=mech, hatch="//" if "NOT DP" in mech else None,
+                   edgecolor="black" if "NOT DP" in mech else None, linewidth=0.4)
+        names = p.drop_duplicates("level").set_index("level").reindex(levels).level_name
+        ax.set_xticks(np.arange(len(levels)), [str(n) for n in names], fontsize=8)
+        ax.set_yscale("log")
+        ax.set_title(f"{ds}, eps = {eps:g}", fontsize=9)
+        ax.tick_params(axis="y", labelsize=7)
+        if j == 0:
+            ax.set_ylabel("mean |error| per cell", fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.11, 1, 1))
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 

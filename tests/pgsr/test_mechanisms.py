@@ -100,6 +100,9 @@ def test_mhc_equals_brute_force_and_both_formulations_agree():
         _, info2 = MHC(epsilon=1, formulation="prefix").post_process(data, s_noisy)
         const = float((data.G - s_noisy[-1, root]) ** 2)
         assert info2["objective"] == pytest.approx(best + const, abs=1e-9)
+        if checked % 4 == 0:  # the monotone chain rows are honoured by CP-SAT too (issue 9, item 3)
+            _, info3 = MHC(epsilon=1, solver="ortools").post_process(data, s_noisy)
+            assert info3["objective"] == pytest.approx(best, abs=1e-9)
         checked += 1
     assert checked >= 20
 

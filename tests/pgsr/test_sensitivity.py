@@ -106,3 +106,34 @@ def test_every_mechanism_calibrates_to_the_enumerated_sensitivity(name, kwargs, 
         assert Fraction(sens) / Fraction(s.details["scale"]) <= eps
         assert s.details["scale"] == pytest.approx(sens / float(eps), rel=1e-15)
     assert sum((s.budget.exact_parameters["epsilon"] for s in spends), Fraction(0)) == Fraction(0.9)
+
+
+def test_chain_target_variances_match_the_linear_map_built_by_loops():
+    """The chain's inverse-variance weights: each target is a linear map of independent noisy values;
+    its variance is sum(coef^2) * var(one draw). The map is built here from the definition (the
+    level-wide running sum in size-major order, with c_k = s_k - s_{k-1} per region)."""
+    from hierdp.mechanisms.pgsr.mechanisms import chain_target_variances
+
+    level_ptr = np.array([0, 1, 3, 7])  # 1, 2 and 4 regions
+    K = 3
+    scales = [1.5, 2.0, 3.0]
+    for measure in ("per_region", "level_vector"):
+        got = chain_target_variances(level_ptr, K, scales, measure)
+        for lev in range(3):
+            a, b = level_ptr[lev], level_ptr[lev + 1]
+            alpha = np.exp(-1 / scales[lev])
+            one = 2 * alpha / (1 - alpha) ** 2
+            for k in range(K):
+                for j in range(b - a):
+                    if measure == "level_vector":
+                        coef = {(k, j): 1}
+                    else:
+                        coef: dict = {}
+                        for kk in range(K):  # running sum of c over positions up to (k, j)
+                            for jj in range(b - a):
+                                if (kk, jj) <= (k, j):
+                                    coef[(kk, jj)] = coef.get((kk, jj), 0) + 1
+                                    if kk > 0:
+                                        coef[(kk - 1, jj)] = coef.get((kk - 1, jj), 0) - 1
+                    want = sum(c * c for c in coef.values()) * one
+                    assert got[k, a + j] == pytest.approx(want, rel=1e-12)

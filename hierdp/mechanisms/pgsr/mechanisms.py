@@ -60,7 +60,7 @@ from hierdp.release import Accounting
 from hierdp.release.histogram import NodeHistogramRelease
 
 __all__ = ["GroupSizeMechanism", "MH", "MDP", "MHC", "CumulativeDP", "ChainDP", "GroupSizeTopDown",
-           "REGION_TOTALS_ASSUMPTION"]
+           "REGION_TOTALS_ASSUMPTION", "chain_target_variances"]
 
 REGION_TOTALS_ASSUMPTION = "per-region group totals G_r are public (invariant under the neighbour relation)"
 
@@ -571,6 +571,31 @@ def chain_problem(data: CountOfCounts, chain_targets: np.ndarray, *, integer: bo
     return p, order
 
 
+def chain_target_variances(level_ptr: np.ndarray, K: int, scales: Sequence[float], measure: str) -> np.ndarray:
+    """Variance of every chain target, ``(K, n_regions)``, for the chain mechanism's diagonal
+    (inverse-variance) weights.
+
+    ``measure="level_vector"``: each target is one measured value (one discrete-Laplace variance of
+    its level's scale). ``"per_region"``: the target of node ``(k, j)`` (``j`` the region's position
+    within its level of ``m`` regions) is the sum of ``m`` independent noisy cumulatives for
+    ``k >= 2`` (``s[k-1, j']`` for ``j' > j`` and ``s[k, j']`` for ``j' <= j``) and of ``j + 1`` for
+    ``k = 1``. (The targets are also correlated; the weights ignore that.)
+    """
+    lp = np.asarray(level_ptr, dtype=np.int64)
+    var = np.empty((K, int(lp[-1])))
+    for lev in range(lp.size - 1):
+        a, b = int(lp[lev]), int(lp[lev + 1])
+        alpha = np.exp(-1.0 / float(scales[lev]))
+        one = 2 * alpha / (1 - alpha) ** 2  # variance of the discrete Laplace of this scale
+        if measure == "level_vector":
+            terms = np.ones((K, b - a))
+        else:
+            terms = np.full((K, b - a), float(b - a))
+            terms[0] = np.arange(1, b - a + 1)
+        var[:, a:b] = terms * one
+    return var
+
+
 class ChainDP(GroupSizeMechanism):
     """The chain-based cumulative DP (§9.2, Model 3) solved exactly by the ``chain`` plug-in.
 
@@ -619,15 +644,7 @@ class ChainDP(GroupSizeMechanism):
         targets = chain_targets_from_region_cumulatives(noisy, lp) if self.measure == "per_region" else noisy
         weights = None
         if self.weighting == "inverse_variance":
-            # a chain target at level l sums m_l noisy values (per-region measurement) or is one value
-            # (level vector); its variance is that many discrete-Laplace variances of the level's scale
-            var = np.empty(data.n_regions)
-            for lev in range(data.n_levels):
-                a, b = int(lp[lev]), int(lp[lev + 1])
-                alpha = np.exp(-1.0 / scales[lev])
-                terms = (b - a) if self.measure == "per_region" else 1
-                var[a:b] = terms * 2 * alpha / (1 - alpha) ** 2
-            weights = np.broadcast_to(1.0 / var, targets.shape)
+            weights = 1.0 / chain_target_variances(lp, data.K, scales, self.measure)
         p, order = chain_problem(data, targets, weights=weights)
         sol = self._solve(p)
         s_nodes = np.empty(order.size, np.int64)

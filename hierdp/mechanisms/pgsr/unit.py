@@ -57,8 +57,8 @@ class GroupSizeUnit(PrivacyUnit):
 
     @property
     def neighbours(self) -> str:
-        return "group-size neighbours (one person added to or removed from an existing group; groups, their " \
-               "regions and G public)"
+        return "group-size neighbours (one person added to or removed from an existing group, its size staying " \
+               "in 1..K; groups, their regions and G public)"
 
     def describe(self) -> str:
         return self.neighbours
