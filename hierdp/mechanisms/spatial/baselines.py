@@ -165,10 +165,9 @@ def _common_init(self: SpatialMechanism, epsilon: Any, delta: Any, budget: Any, 
     self._resolve(epsilon, delta, budget, unit, bounded, contributions, secure, distinct, conversion)
 
 
-class Identity(SpatialMechanism):
-    """Singular / Identity: ``Lap(m/ε)`` on every cell (pure ε-DP; cells are disjoint)."""
-
-    name = "Identity"
+class _PlainSpatial(SpatialMechanism):
+    """A spatial mechanism whose only parameters are the budget and the privacy unit, and which
+    draws its counts without a consistency solve (so a ``solver=`` is refused)."""
 
     def __init__(self, epsilon: float | None = None, *, budget: Any = None, delta: float | None = None,
                  unit: Any = None, bounded: bool = False, contributions: int = 1, distinct: bool = False,
@@ -176,6 +175,12 @@ class Identity(SpatialMechanism):
                  solver: Any = None, solver_options: Any = None) -> None:
         _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
                      solver_options, None)
+
+
+class Identity(_PlainSpatial):
+    """Singular / Identity: ``Lap(m/ε)`` on every cell (pure ε-DP; cells are disjoint)."""
+
+    name = "Identity"
 
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Any = None, progress: bool = False) -> SpatialRelease:
@@ -189,7 +194,7 @@ class Identity(SpatialMechanism):
         return self.finish(ctx, grid, rects, vals, timer=timer, notes=("raw noisy cells; values can be negative",))
 
 
-class Uniform(SpatialMechanism):
+class Uniform(_PlainSpatial):
     """Uniform: the noisy total ``N + Lap(m/ε)`` spread evenly over the grid (pure ε-DP)."""
 
     name = "Uniform"
@@ -500,7 +505,7 @@ class KdTree(_TreeBaseline):
         return build_tree(grid.domain.shape, self.height, split)
 
 
-class Privelet(SpatialMechanism):
+class Privelet(_PlainSpatial):
     """Privelet (Xiao, Wang & Gehrke 2010): Laplace noise on 2-D Haar coefficients (pure ε-DP).
 
     The grid is zero-padded to powers of two (public); each of the ``R x C`` unnormalised
@@ -508,13 +513,6 @@ class Privelet(SpatialMechanism):
     """
 
     name = "Privelet"
-
-    def __init__(self, epsilon: float | None = None, *, budget: Any = None, delta: float | None = None,
-                 unit: Any = None, bounded: bool = False, contributions: int = 1, distinct: bool = False,
-                 conversion: str = "analytic", secure: bool = False,
-                 solver: Any = None, solver_options: Any = None) -> None:
-        _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
-                     solver_options, None)
 
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Any = None, progress: bool = False) -> SpatialRelease:
