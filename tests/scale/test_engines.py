@@ -155,3 +155,19 @@ def test_partitions_are_contiguous_balanced_and_cover_every_parent():
     assert max(weights) <= 500 + 20  # a cut falls at most one parent past its target
     assert len(partition_rows(rows[:3], None, target_children=10 ** 6, min_parts=8)) == 3
     assert partition_rows(np.zeros(0, np.int64), None, target_children=5) == []
+
+
+def test_the_default_dask_engine_runs_on_a_local_cluster_of_its_own():
+    # engine="dask" with no scheduler: a LocalCluster made for the release (1 worker here), closed
+    # after it; forked from the session's preloaded fork server so the worker starts quickly
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")
+    from scale.conftest import _preload_the_fork_server
+
+    _preload_the_fork_server()
+    tree = random_tree((3, 4, 5), seed=7)
+    mech = InfTDA(epsilon=1.0, delta=1e-8, engine="dask", executor=1)
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        rel = mech.release(tree, seed=3)
+    _check(InfTDA(epsilon=1.0, delta=1e-8).release(tree, seed=3), rel)
+    assert rel.solver_stats[-1]["engine"] == "dask"
