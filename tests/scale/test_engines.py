@@ -139,7 +139,7 @@ def test_an_unreachable_scheduler_is_refused_before_any_noise(tmp_path):
 def test_a_mechanism_that_cannot_be_pickled_is_refused_before_any_noise(process_pool):
     acct = Accountant(Budget.zcdp(1.0))
     with ThreadPoolExecutor(1) as inner:  # a solver option that cannot travel to another process
-        mech = InfTDA(rho=0.5, solver_options={"executor": inner}, engine=ProcessEngine(process_pool))
+        mech = InfTDA(rho=0.5, solver="highs", solver_options={"executor": inner}, engine=ProcessEngine(process_pool))
         with pytest.raises(EngineError, match="cannot be pickled"):
             mech.release(TREE, seed=1, accountant=acct)
     assert acct.spent.is_zero
