@@ -115,7 +115,7 @@ class ProcessEngine(_PartitionedEngine):
 
     Args:
         executor: a ``concurrent.futures.Executor`` (used as is, not shut down), or ``None`` for
-            a pool of ``workers`` processes (spawned) made for each release.
+            a pool of ``workers`` processes made for each release (see :data:`START_METHOD`).
         workers: the pool's size when it is made here (default 2).
         partition_children: children per task (see the module docstring).
     """

@@ -9,7 +9,8 @@ fast paths are plug-ins that override ``Solver.solve_groups``, so ``hierdp solve
 everything a mechanism can use, and a release names the registered solver it used.
 
 The solver is checked when the mechanism is built (before any noise) on a probe level of the same
-kind: a plug-in that cannot solve such levels exactly is refused with its reasons.
+kind: a plug-in that cannot solve such levels exactly is refused with its reasons, and options it
+does not take (a typo, an option of another plug-in) are refused by solving that probe with them.
 """
 
 from __future__ import annotations
@@ -80,6 +81,26 @@ class LevelSolver:
         self.integer = bool(integer)
         self.options = dict(options or {})
         self.time_limit = time_limit
+        if self.options:
+            self._check_options(missing_targets)
+
+    def _check_options(self, missing_targets: bool) -> None:
+        """Solve a one-group probe level with the options: a plug-in refuses options it does not
+        take with ``TypeError`` only when it solves, which in a release is after the level's noise.
+
+        Raises:
+            MechanismParameterError: the plug-in refused the options (naming them and the reason).
+        """
+        from hierdp.mechanisms.base import MechanismParameterError
+        from hierdp.solvers import solve_groups
+
+        probe = np.array([0.6, np.nan if missing_targets else 0.4])
+        try:
+            solve_groups(probe, np.array([0, 2]), np.array([1.0]), solver=self.solver, objective=self.objective,
+                         integer=self.integer, time_limit=self.time_limit, **self.options)
+        except TypeError as exc:
+            raise MechanismParameterError(f"solver_options {sorted(self.options)} are not options of solver "
+                                          f"{self.name!r}: {exc}") from None
 
     @property
     def name(self) -> str:
