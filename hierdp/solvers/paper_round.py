@@ -88,7 +88,8 @@ def paper_round_batch(values: np.ndarray, offsets: np.ndarray, totals: np.ndarra
 
 class PaperRoundSolver(Solver):
     """Plug-in ``"paper_round"`` (see the module docstring). Option ``continuous_solver`` (a
-    registered name or Solver; default ``"projection"``) computes the continuous step."""
+    registered name or Solver; default ``"projection"``) computes the continuous step, with
+    ``continuous_options`` (a dict) passed to it."""
 
     name = "paper_round"
     capabilities = Capabilities(
@@ -106,22 +107,31 @@ class PaperRoundSolver(Solver):
                     "(consistent; NOT the integer L2 optimum; never chosen by auto)",
     )
 
+    @staticmethod
+    def _options(options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        continuous_solver = options.pop("continuous_solver", "projection")
+        continuous_options = dict(options.pop("continuous_options", None) or {})
+        if options:
+            raise TypeError(f"paper_round: unknown option(s) {sorted(options)} (options of the continuous "
+                            "solver go in continuous_options)")
+        return continuous_solver, continuous_options
+
     def _round(self, x: np.ndarray, offsets: np.ndarray, totals: np.ndarray, continuous_solver: Any,
-               time_limit: float | None) -> np.ndarray:
+               time_limit: float | None, continuous_options: dict[str, Any]) -> np.ndarray:
         from hierdp.solvers.registry import solve_groups
 
         cont = solve_groups(np.asarray(x, dtype=np.float64), offsets, np.asarray(totals, dtype=np.float64),
-                            solver=continuous_solver, objective="l2", integer=False, time_limit=time_limit)
+                            solver=continuous_solver, objective="l2", integer=False, time_limit=time_limit,
+                            **continuous_options)
         return paper_round_batch(np.asarray(cont.values, dtype=np.float64), offsets,
                                  np.rint(np.asarray(totals, dtype=np.float64)).astype(np.int64))
 
     def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
-        continuous_solver = options.pop("continuous_solver", "projection")
-        if options:
-            raise TypeError(f"paper_round: unknown option(s) {sorted(options)}")
+        continuous_solver, continuous_options = self._options(options)
         t0 = time.perf_counter()
         parents, offsets, child_index, totals = problem.level_groups()
-        y = self._round(problem.target[child_index], offsets, totals, continuous_solver, time_limit)
+        y = self._round(problem.target[child_index], offsets, totals, continuous_solver, time_limit,
+                        continuous_options)
         values = np.rint(np.nan_to_num(problem.fixed)).astype(np.int64)
         values[child_index] = y
         return Solution(values=values, objective=problem.objective_value(values), status="optimal",
@@ -137,13 +147,11 @@ class PaperRoundSolver(Solver):
             raise UnsupportedProblem("solver 'paper_round' rounds unweighted integer L2 levels only "
                                      f"(got objective {objective!r}, integer={integer}, "
                                      f"weights={'yes' if weights is not None else 'no'})")
-        continuous_solver = options.pop("continuous_solver", "projection")
-        if options:
-            raise TypeError(f"paper_round: unknown option(s) {sorted(options)}")
+        continuous_solver, continuous_options = self._options(options)
         t0 = time.perf_counter()
         x = np.asarray(values, dtype=np.float64)
         offs = np.asarray(offsets, dtype=np.int64)
-        y = self._round(x, offs, np.asarray(totals), continuous_solver, time_limit)
+        y = self._round(x, offs, np.asarray(totals), continuous_solver, time_limit, continuous_options)
         return GroupSolution(values=y, objective=float(np.sum((y - x) ** 2)), solver=self.name,
                              wall_time=time.perf_counter() - t0,
                              stats={"exact": False, "rule": "paper 000 §5 rounding",

@@ -60,7 +60,7 @@ class TDA(TopDownMechanism):
                                options=solver_options, time_limit=time_limit)
         # the paper's rounding of a continuous L2 optimum: the paper_round plug-in, whose continuous
         # step is any solver of continuous L2 levels (checked here, before any noise)
-        options = dict(solver_options or {})
+        options: dict[str, Any] = {"continuous_options": dict(solver_options or {})}
         if solver is not None:
             check_level_solver(solver, "l2", integer=False)
             options["continuous_solver"] = solver
