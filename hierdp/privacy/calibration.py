@@ -12,8 +12,12 @@ parameter - recomputed exactly from the float that will be used - is at most the
 * geometric (discrete Laplace) on an integer query of L1 sensitivity Δ₁: ε-DP with
   ``ε = Δ₁ / b`` for the scale b (pmf ∝ exp(-|x| / b)), so b is rounded *up*.
 
-A budget too small (the scale overflows a double) or too large (it underflows to 0) is refused
-with a message naming the parameter the caller chose.
+A budget too large (the scale underflows to 0) is refused, and so is a budget so small that the
+noise could not be represented: counts and noise are int64, so a geometric scale above
+``MAX_LAPLACE_SCALE`` = 2^48 (or a discrete Gaussian σ above 2^48) is refused before any noise is
+drawn - at that scale |noise| < 2^62 still holds with probability 1 - exp(-2^14), while a larger
+scale would let float-to-int casts wrap or collapse and publish the data unprotected. Such a
+release carries no information anyway; the message names the parameter the caller chose.
 """
 
 from __future__ import annotations
@@ -28,7 +32,11 @@ import numpy as np
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
 
-__all__ = ["gaussian_sigma2", "laplace_scale", "delivered_rho", "delivered_epsilon", "exact",
+#: the largest noise scale (geometric b, or discrete Gaussian σ) whose draws stay far inside int64
+MAX_LAPLACE_SCALE = float(2 ** 48)
+MAX_GAUSSIAN_SIGMA2 = float(2 ** 96)
+
+__all__ = ["MAX_LAPLACE_SCALE", "MAX_GAUSSIAN_SIGMA2", "gaussian_sigma2", "laplace_scale", "delivered_rho", "delivered_epsilon", "exact",
            "gaussian_sigma2_per_share", "laplace_scale_per_share"]
 
 
@@ -84,7 +92,12 @@ def gaussian_sigma2(rho: Any, sensitivity_sq: Any, *, culprit: str = "rho") -> f
         raise PrivacyParameterError(f"{culprit} must be > 0, got {float(r)!r}")
     if s <= 0:
         raise PrivacyParameterError(f"sensitivity_sq must be > 0, got {float(s)!r}")
-    return _round_up(s / (2 * r), "noise variance sigma2", culprit)
+    sigma2 = _round_up(s / (2 * r), "noise variance sigma2", culprit)
+    if sigma2 > MAX_GAUSSIAN_SIGMA2:
+        raise PrivacyParameterError(
+            f"{culprit} is too small: it needs noise of standard deviation {math.sqrt(sigma2):.3g}, beyond the "
+            f"2^48 that int64 counts can carry (no release is meaningful at this budget)")
+    return sigma2
 
 
 def laplace_scale(epsilon: Any, sensitivity: Any, *, culprit: str = "epsilon") -> float:
@@ -96,7 +109,12 @@ def laplace_scale(epsilon: Any, sensitivity: Any, *, culprit: str = "epsilon") -
         raise PrivacyParameterError(f"{culprit} must be > 0, got {float(e)!r}")
     if s <= 0:
         raise PrivacyParameterError(f"sensitivity must be > 0, got {float(s)!r}")
-    return _round_up(s / e, "noise scale", culprit)
+    scale = _round_up(s / e, "noise scale", culprit)
+    if scale > MAX_LAPLACE_SCALE:
+        raise PrivacyParameterError(
+            f"{culprit} is too small: it needs noise of scale {scale:.3g}, beyond the 2^48 that int64 counts "
+            "can carry (no release is meaningful at this budget)")
+    return scale
 
 
 def delivered_rho(sigma2: float, sensitivity_sq: Any) -> Fraction:

@@ -114,11 +114,27 @@ def _positive_param(name: str, value: object, size: Size) -> np.ndarray:
     return _broadcast(name, arr, value, _shape_of(size, arr.shape))
 
 
+#: noise parameters above these would let int64 draws wrap or collapse (see hierdp.privacy.calibration)
+_MAX_PARAM = {"scale": 2.0 ** 48, "sigma2": 2.0 ** 96}
+
+
+def check_representable(name: str, arr: np.ndarray) -> None:
+    """Refuse a noise scale (``scale``) or variance (``sigma2``) whose int64 draws could wrap."""
+    limit = _MAX_PARAM.get(name)
+    if limit is not None and arr.size and float(np.max(arr)) > limit:
+        raise PrivacyParameterError(f"{name} {float(np.max(arr)):.3g} exceeds {limit:.3g}: its int64 draws could "
+                                    "overflow (the budget is too small for any meaningful release)")
+
+
 def _param(name: str, value: object, size: Size, secure: bool) -> np.ndarray:
     """Float64 parameters, or exact Fractions (object array) in secure mode when given as such."""
     if secure and _is_exact(value):
-        return _exact_param(name, value, size)
-    return _positive_param(name, value, size)
+        out = _exact_param(name, value, size)
+        check_representable(name, np.asarray([float(v) for v in np.unique(out.ravel())]))
+        return out
+    out = _positive_param(name, value, size)
+    check_representable(name, out)
+    return out
 
 
 def _secure_fill(values: np.ndarray, draw: Callable[[Fraction], object],

@@ -128,3 +128,16 @@ def test_persons_layout_and_observed_statements(workdir, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "largest group size K" in out and "observed in the input is assumed public" in out
+
+
+def test_a_budget_too_small_to_draw_is_refused_before_anything_is_written(tmp_path):
+    # found by review: epsilon 1e-300 wrote the true histograms labelled 1e-300-DP
+    from hierdp.cli import main
+
+    (tmp_path / "hh.csv").write_text("hh,st,co,size\n1,A,a1,2\n2,A,a2,1\n3,B,b1,3\n")
+    (tmp_path / "geo.csv").write_text("st,co\nA,a1\nA,a2\nB,b1\n")
+    out = tmp_path / "r.csv"
+    code = main(["release", str(tmp_path / "hh.csv"), "-o", str(out), "--unit", "hh", "--levels", "st,co",
+                 "--size", "size", "--max-size", "5", "--geo", str(tmp_path / "geo.csv"), "--epsilon", "1e-300",
+                 "--seed", "0"])
+    assert code == 2 and not out.exists()

@@ -157,3 +157,26 @@ def test_safetab_counts_deliver_at_most_their_level_budget(noise, budget, stabil
     # generalized parallel composition: stability x the worst branch of one group
     delivered = stability * max(one, s1 + s2)
     assert delivered <= granted
+
+
+# ---------------------------------------------------------------- scales int64 draws cannot carry
+@pytest.mark.parametrize("kind", ["scale", "sigma2"])
+def test_scales_whose_int64_draws_could_wrap_are_refused_everywhere(kind):
+    # found by review: at epsilon 1e-300 the seeded sampler's float-to-int64 cast collapsed to 0
+    # and the release published the true counts under a "1e-300-DP" label
+    from hierdp.privacy import counter_noise, samplers
+    from hierdp.privacy.calibration import MAX_GAUSSIAN_SIGMA2, MAX_LAPLACE_SCALE, gaussian_sigma2, laplace_scale
+    from hierdp.privacy.errors import PrivacyParameterError
+
+    limit = MAX_LAPLACE_SCALE if kind == "scale" else MAX_GAUSSIAN_SIGMA2
+    assert limit in (2.0 ** 48, 2.0 ** 96)
+    with pytest.raises(PrivacyParameterError, match="epsilon is too small" if kind == "scale" else "rho is too small"):
+        laplace_scale(1e-300, 2) if kind == "scale" else gaussian_sigma2(1e-300, 1)
+    draw = samplers.discrete_laplace if kind == "scale" else samplers.discrete_gaussian
+    streams = counter_noise.CounterRandom.from_seed(0).nodes(1, np.arange(4))
+    by_counter = counter_noise.discrete_laplace if kind == "scale" else counter_noise.discrete_gaussian
+    for call in (lambda v: draw(v, (4,), np.random.default_rng(0)), lambda v: by_counter(v, streams)):
+        with pytest.raises(PrivacyParameterError, match="overflow"):
+            call(limit * 2)
+        out = call(limit)  # the limit itself still draws, far inside int64, not all zero
+        assert out.dtype == np.int64 and np.all(np.abs(out) < 2 ** 62) and np.any(out != 0)

@@ -214,7 +214,9 @@ def test_secure_opendp_backend_does_not_saturate_at_32_bits() -> None:
     x = discrete_gaussian(2.0 ** 80, 400, SecureRandom(backend="opendp"))
     assert np.abs(x).max() > 2 ** 33
     assert abs(np.std(x) / 2.0 ** 40 - 1) < 0.2
-    # beyond the backend's range (2**50) the exact vectorized sampler takes over (no clamping
-    # either); at scale 2**56 a draw leaves int64 with probability exp(-128)
-    y = discrete_laplace(2.0 ** 56, 50, SecureRandom(backend="opendp"))
-    assert np.abs(y).max() > 2 ** 53
+    # up to the largest scale hierdp accepts (2**48: beyond it int64 draws could wrap, so it is
+    # refused - see test_calibration) the draws are not clamped either
+    y = discrete_laplace(2.0 ** 48, 50, SecureRandom(backend="opendp"))
+    assert np.abs(y).max() > 2 ** 45
+    with pytest.raises(PrivacyParameterError, match="overflow"):
+        discrete_laplace(2.0 ** 56, 50, SecureRandom(backend="opendp"))
