@@ -277,8 +277,8 @@ class CountOfCounts:
         if too_big.any() and not top_code:
             i = int(np.flatnonzero(too_big)[np.argmax(sizes[too_big])])
             raise GroupSizeError(f"K={K} is smaller than an observed size: unit {_show(unit_ids.iloc[i])!r} has size "
-                                 f"{int(sizes[i])} ({int(too_big.sum())} unit(s) above K; pass a larger K, or "
-                                 "top_code=True to count them in size K)")
+                                 f"{int(sizes[i])} ({int(too_big.sum())} unit(s) above K; pass a larger K (--max-size), or "
+                                 "top_code=True (--top-code) to count them in size K)")
         sizes = np.minimum(sizes, K)
         regions = Hierarchy.from_frame(units[levels], levels, root_name=root_name, domain=domain,
                                        observed_domain_public=observed_domain_public)
