@@ -156,7 +156,8 @@ class HighsSolver(Solver):
         features=frozenset({"weights", "bounds", "linear_constraints", "cumulative", "query_terms", "pyomo_hooks",
                             "free_sign", "missing_targets"}),
         limits={"max_magnitude": MAX_MAGNITUDE, "max_magnitude_with_hooks": MAX_MAGNITUDE_UNSHIFTED,
-                "integer_l2_pwl_rows": MAX_PWL_PIECES, "time_limit": "honoured (per call)",
+                "integer_l2_pwl_rows": MAX_PWL_PIECES, "time_limit": f"per call: HiGHS's limit, and its worker process killed at T + {HARD_LIMIT_GRACE:g} s "
+                              "(the worker starts once per thread, not charged to T)",
                 "tolerance": "exact for integers; 1e-7 feasibility for continuous"},
         description="HiGHS LP/MIP/QP via highspy matrices or Pyomo (batched, recentred; integer L2 as exact PWL MIP)",
     )
