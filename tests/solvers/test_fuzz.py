@@ -147,11 +147,15 @@ def level(seed: int) -> tuple[Problem, dict]:
 
 def large(seed: int) -> tuple[Problem, dict]:
     """A small integer instance translated by a consistent integer point of large magnitude."""
-    small, meta = (tiny, medium, level)[seed % 3](seed)
+    # family, objective (the makers pick it from their seed) and scale vary independently: with
+    # the same index for all three, every L2 instance was lost (tiny 0 -> linf, medium 1 -> l1,
+    # level 2 -> l1)
+    inner = seed // 3
+    small, meta = (tiny, medium, level)[seed % 3](inner)
     if not small.integer or small.n_query_terms:
-        small, meta = medium(seed * 2)
+        small, meta = medium(inner + 3 * (seed % 3 + 1) * 1000)  # same objective, another instance
     rng = np.random.default_rng(20_000 + seed)
-    scale = [1e6, 1e9, 2.0 ** 40][seed % 3]
+    scale = [1e6, 1e9, 2.0 ** 40][(seed + inner) % 3]
     parent = small.parent
     n = small.n
     has_kids = np.bincount(parent[parent >= 0], minlength=n) > 0
