@@ -170,6 +170,17 @@ def large(seed: int) -> tuple[Problem, dict]:
     if small.n_constraints:
         c = small.constraints
         p.add_constraints(c.matrix, c.lower + c.matrix @ big, c.upper + c.matrix @ big, name="pair")
+    # the oracle's instance is the large one translated back exactly: float64 rounds the large
+    # targets (to 2^-10 near 2^42), so the small targets are replaced by (x + big) - big, which is
+    # exact (Sterbenz); the two instances are then the same problem
+    exact_target = p.target - big
+    if not np.array_equal(exact_target, small.target, equal_nan=True):
+        back = Problem(parent, exact_target, fixed=small.fixed, objective=small.objective, integer=True,
+                       lower=small.lower, upper=small.upper, weights=small.weights)
+        if small.n_constraints:
+            c = small.constraints
+            back.add_constraints(c.matrix, c.lower, c.upper, name="pair")
+        small = back
     return p, {"family": "large", "small": small, "small_meta": meta, "shift": big}
 
 
@@ -268,6 +279,17 @@ def run(family: str, seeds: range, tally: Counter) -> None:
 @pytest.mark.parametrize("family", list(QUICK))
 def test_quick_profile(family):
     run(family, range(QUICK[family]), Counter())
+
+
+#: seeds the long profile failed on once, kept in the default run: large 200 = an integer L∞ tree
+#: around 5e12 whose correct answer the verification LP called "not optimal" (it ran in the
+#: original variables and could not resolve units; now recentred on the answer)
+REGRESSIONS = {"large": [200]}
+
+
+@pytest.mark.parametrize("family, seed", [(f, s) for f, seeds in REGRESSIONS.items() for s in seeds])
+def test_seeds_that_once_failed(family, seed):
+    run(family, range(seed, seed + 1), Counter())
 
 
 @pytest.mark.fuzz
