@@ -183,7 +183,9 @@ def _tree_box_feasible(problem: Problem, lo: np.ndarray, hi: np.ndarray, lab: np
         z = np.zeros(nv)
     # y = z + d: the constants (fixed nodes, and z of the variables) go to the right-hand side;
     # integer sums, exact in float64
-    b_eq = -np.bincount(r_idx[~var], weights=e_coef[~var] * fixed0[e_node[~var]], minlength=row_nodes.size)
+    # (astype: bincount of an empty selection is int64 even with weights)
+    b_eq = -np.bincount(r_idx[~var], weights=e_coef[~var] * fixed0[e_node[~var]],
+                        minlength=row_nodes.size).astype(float)
     b_eq -= np.bincount(r_idx[var], weights=e_coef[var] * z[col[e_node[var]]], minlength=row_nodes.size)
     a_eq = coo_matrix((e_coef[var], (r_idx[var], col[e_node[var]])), shape=(row_nodes.size, nv + ns))
     # widened box: -d - s <= -(L - z) and d - s <= H - z (finite sides only)
