@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hierdp", description="Differentially private hierarchical counts.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("solvers", help="list installed solver plug-ins and what each supports")
+    p.add_argument("--limits", action="store_true", help="each plug-in's limits (magnitudes, sizes, time limits, "
+                   "tolerance), from hierdp.solvers.describe_limits()")
     p.set_defaults(func=cmd_solvers)
     p = sub.add_parser("mechanisms", help="list the registered mechanisms (names for --mechanism)")
     p.set_defaults(func=cmd_mechanisms)

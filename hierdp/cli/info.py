@@ -15,8 +15,13 @@ __all__ = ["cmd_solvers", "cmd_demo"]
 def cmd_solvers(args: argparse.Namespace) -> int:
     """List the installed solver plug-ins and what each solves exactly."""
     console = Console("hierdp solvers")
-    from hierdp.solvers import available
+    from hierdp.solvers import available, limits_text
 
+    if getattr(args, "limits", False):
+        console.say(limits_text())
+        if console.pipe_closed:
+            raise BrokenPipeError("stdout was closed early")
+        return 0
     rows = available()
     console.say(f"{'solver':<12} {'ok':<3} {'objectives':<14} {'int':<4} {'cont':<5} {'structures':<11} "
           f"{'weights':<8} {'bounds':<7} {'linear':<7} {'hooks':<6} description")

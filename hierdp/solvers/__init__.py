@@ -19,6 +19,7 @@ from hierdp.solvers.registry import (
     choose,
     describe_limits,
     get,
+    limits_text,
     names,
     register,
     solve,
@@ -28,6 +29,6 @@ from hierdp.solvers.registry import (
 
 __all__ = [
     "Capabilities", "GroupSolution", "Solution", "Solver", "SolverError", "SolverFailed", "Status",
-    "UnsupportedProblem", "available", "choose", "describe_limits", "get", "names", "register", "solve",
+    "UnsupportedProblem", "available", "choose", "describe_limits", "get", "limits_text", "names", "register", "solve",
     "solve_groups", "unsupported_groups",
 ]

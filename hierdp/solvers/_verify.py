@@ -138,12 +138,18 @@ def integer_linf_uncertified(problem: Problem, values: np.ndarray, labels: np.nd
         sum_hi = np.bincount(g, weights=hi[kids], minlength=ng)
         feasible = (sum_lo <= total) & (total <= sum_hi)
         return np.flatnonzero(todo & feasible)
-    return _tree_box_feasible(problem, lo, hi, lab, todo, time_limit)
+    return _tree_box_feasible(problem, lo, hi, lab, todo, time_limit, np.rint(values))
 
 
 def _tree_box_feasible(problem: Problem, lo: np.ndarray, hi: np.ndarray, lab: np.ndarray, todo: np.ndarray,
-                       time_limit: float | None = None) -> np.ndarray | None:
-    """Groups in ``todo`` whose box holds a consistent point: min sum s_g with the box widened by s_g."""
+                       time_limit: float | None = None, center: np.ndarray | None = None) -> np.ndarray | None:
+    """Groups in ``todo`` whose box holds a consistent point: min sum s_g with the box widened by s_g.
+
+    The LP is written in ``d = y - center`` (``center``: integers, e.g. the checked answer; every
+    shift is exact below 2^53): with counts near 10^12 an LP in ``y`` cannot resolve units with
+    its absolute tolerances and found points in boxes that hold none (the fuzz suite's large
+    family, integer L∞ trees around 5e12).
+    """
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix, vstack
 
@@ -172,12 +178,20 @@ def _tree_box_feasible(problem: Problem, lo: np.ndarray, hi: np.ndarray, lab: np
     e_node = np.r_[k_in, row_nodes]
     e_coef = np.r_[np.ones(k_in.size), -np.ones(row_nodes.size)]
     var = col[e_node] >= 0
-    b_eq = -np.bincount(r_idx[~var], weights=e_coef[~var] * fixed0[e_node[~var]], minlength=row_nodes.size)
+    z = np.zeros(nv) if center is None else np.asarray(center, dtype=float)[nodes]
+    if not np.all(np.isfinite(z)):
+        z = np.zeros(nv)
+    # y = z + d: the constants (fixed nodes, and z of the variables) go to the right-hand side;
+    # integer sums, exact in float64
+    # (astype: bincount of an empty selection is int64 even with weights)
+    b_eq = -np.bincount(r_idx[~var], weights=e_coef[~var] * fixed0[e_node[~var]],
+                        minlength=row_nodes.size).astype(float)
+    b_eq -= np.bincount(r_idx[var], weights=e_coef[var] * z[col[e_node[var]]], minlength=row_nodes.size)
     a_eq = coo_matrix((e_coef[var], (r_idx[var], col[e_node[var]])), shape=(row_nodes.size, nv + ns))
-    # widened box: -y - s <= -L and y - s <= H (finite sides only)
+    # widened box: -d - s <= -(L - z) and d - s <= H - z (finite sides only)
     s_of = nv + gpos[lab[nodes]]
     parts, rhs = [], []
-    for sign, bound in ((-1.0, lo[nodes]), (1.0, hi[nodes])):
+    for sign, bound in ((-1.0, lo[nodes] - z), (1.0, hi[nodes] - z)):
         fin = np.flatnonzero(np.isfinite(bound))
         r = np.arange(fin.size)
         parts.append(coo_matrix((np.r_[np.full(fin.size, sign), -np.ones(fin.size)],

@@ -330,6 +330,9 @@ class Solver:
     Options: ClassVar[type] = NoOptions
     #: modules the back end needs; :meth:`available` tries to import them (lazily, on demand)
     requires: tuple[str, ...] = ()
+    #: False for a named heuristic (e.g. ``paper_round``): it returns a feasible point, not a
+    #: proven optimum, so ``solver="auto"`` never picks it and :func:`describe_limits` says so
+    exact: ClassVar[bool] = True
 
     # ------------------------------------------------------------------ refusals
     def unsupported(self, problem: Problem) -> list[str]:

@@ -218,7 +218,9 @@ class ChainSolver(Solver):
         continuous=True,
         structures=frozenset({"tree"}),
         features=frozenset({"weights", "linear_constraints", "cumulative", "free_sign"}),
-        limits={"max_magnitude": 2.0 ** 50, "structure": "difference constraints along disjoint paths only"},
+        limits={"max_magnitude": 2.0 ** 50, "structure": "difference constraints along disjoint paths only",
+                "time_limit": "not needed (linear work)",
+                "tolerance": "exact (integer, certified); isotonic regression in float64 (continuous)"},
         description="paper 001 chain DP (eq. 8): exact L2 under monotone / equality chains (isotonic, certified)",
     )
 

@@ -123,6 +123,12 @@ class CostTableSolver(Solver):
         linear_constraints=False,
         pyomo_hooks=False,
         free_sign=False,
+        # text, not a number: the plug-in checks the values the tree can reach itself (finer than
+        # the base class's check of Problem.magnitude())
+        limits={"max_magnitude": "2^50 (values the tree can reach; checked by the plug-in)",
+                "time_limit": "honoured between DP levels and rounds (overhead: one level's work, "
+                              "up to 1-2 s on a 3.2 M-node tree)",
+                "tolerance": "exact"},
         description="paper 001 cost-table DP: exact integer weighted L2 over a whole tree (any depth, counts < 2^50)",
     )
 

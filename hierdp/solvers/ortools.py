@@ -129,7 +129,8 @@ class OrToolsSolver(Solver):
         features=frozenset({"weights", "bounds", "linear_constraints", "cumulative", "free_sign", "missing_targets"}),
         limits={"max_magnitude": MAX_MAGNITUDE, "integer_l2_chords": MAX_L2_CHORDS,
                 "targets (integer l1/l2)": "on a grid 1/S (S = 2^k <= 2^20 or 10^k <= 10^6)",
-                "time_limit": "honoured (per call)", "tolerance": "exact (CP-SAT); 1e-7 feasibility (GLOP)"},
+                "time_limit": "per call: CP-SAT's / GLOP's limit on the time left per batch (model building "
+                              "is not interrupted)", "tolerance": "exact (CP-SAT); 1e-7 feasibility (GLOP)"},
         description="OR-Tools CP-SAT (integer linf/l1/l2, exact encodings) and GLOP (continuous linf/l1)",
     )
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from hierdp._segments import MAX_REAL_MAGNITUDE
 from hierdp.models.problem import Problem
 from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, UnsupportedProblem
 
@@ -92,6 +93,7 @@ class PaperRoundSolver(Solver):
     ``continuous_options`` (a dict) passed to it."""
 
     name = "paper_round"
+    exact = False  # a named heuristic: solver="auto" never picks it
     capabilities = Capabilities(
         objectives=frozenset({"l2"}),
         integer=True,
@@ -103,6 +105,9 @@ class PaperRoundSolver(Solver):
         pyomo_hooks=False,
         free_sign=False,
         missing_targets=False,
+        # the continuous step (projection by default) resolves real targets below 2^44 only
+        limits={"max_magnitude": MAX_REAL_MAGNITUDE, "time_limit": "passed to the continuous step",
+                "tolerance": "none: a heuristic, not the integer L2 optimum"},
         description="paper 000 TDA_l2 heuristic: paper's rounding of the continuous L2 projection "
                     "(consistent; NOT the integer L2 optimum; never chosen by auto)",
     )

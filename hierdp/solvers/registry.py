@@ -4,9 +4,10 @@ Built-in plug-ins are imported lazily (their back ends are heavy and highspy/ort
 imported unless used). Third-party plug-ins register either by calling :func:`register` or through
 the entry-point group ``hierdp.solvers`` whose objects are :class:`Solver` subclasses or instances.
 
-``solver="auto"`` walks the plug-ins in preference order and takes the first whose
+``solver="auto"`` walks the exact plug-ins in preference order and takes the first whose
 ``unsupported(problem)`` is empty: refusals are decided there, before solving, so auto falls back
 to the next capable plug-in (e.g. to ``highs`` when counts exceed a fast path's float64 range).
+Named heuristics (``Solver.exact = False``, e.g. ``paper_round``) run only when asked for by name.
 """
 
 from __future__ import annotations
@@ -107,8 +108,11 @@ def describe_limits() -> Any:
 
     Generated from each plug-in's :class:`~hierdp.solvers.base.Capabilities` (objectives,
     integrality, structures, features, ``limits``), so it always says why ``auto`` chose what it
-    chose. Columns: ``solver, available, objectives, integer, continuous, structures, features,
-    max_magnitude``, then every other limit a plug-in declares, then ``description``.
+    chose. Columns: ``solver, available, exact`` (False: a named heuristic, never chosen by
+    ``auto``), ``objectives, integer, continuous, structures, features, max_magnitude``, then every
+    other limit a plug-in declares (``time_limit``: how a per-call limit is honoured, ``tolerance``:
+    how close to the optimum an accepted problem's answer is, ...), then ``description``.
+    Print it with ``hierdp solvers --limits``.
     """
     import pandas as pd
 
@@ -123,6 +127,7 @@ def describe_limits() -> Any:
         row: dict[str, Any] = {
             "solver": n,
             "available": s.available(),
+            "exact": s.exact,
             "objectives": ", ".join(sorted(cap.objectives)),
             "integer": cap.integer,
             "continuous": cap.continuous,
@@ -140,14 +145,51 @@ def describe_limits() -> Any:
     return frame[cols]
 
 
+def _limit_text(value: Any) -> str:
+    """A limit as people read it: powers of two as ``2^k``, big integers with separators."""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        v = float(value)
+        if v > 0 and np.isfinite(v) and v == 2.0 ** round(np.log2(v)) and v >= 1024:
+            return f"2^{round(np.log2(v))}"
+        return f"{int(v):,}" if v == int(v) else f"{v:g}"
+    return str(value)
+
+
+def limits_text() -> str:
+    """:func:`describe_limits` as text, one block per plug-in (``hierdp solvers --limits``)."""
+    frame = describe_limits()
+    fixed = {"solver", "available", "exact", "objectives", "integer", "continuous", "structures", "features",
+             "description"}
+    lines = []
+    for row in frame.to_dict("records"):
+        kind = "exact" if row.get("exact", True) else "HEURISTIC (not an optimum; never chosen by auto)"
+        avail = "available" if row.get("available") else "NOT available here"
+        lines.append(f"{row['solver']}: {row.get('description', '')}")
+        if "objectives" not in row or not isinstance(row.get("objectives"), str):
+            lines.append(f"  {avail}")
+            continue
+        types = "/".join(t for t, ok in (("integer", row["integer"]), ("continuous", row["continuous"])) if ok)
+        lines.append(f"  {kind}, {avail}; objectives {row['objectives']}; {types}; structures {row['structures']}")
+        lines.append(f"  features: {row['features'] or '-'}")
+        for key, value in row.items():
+            if key in fixed or value is None or (isinstance(value, float) and np.isnan(value)):
+                continue
+            lines.append(f"  {key}: {_limit_text(value)}")
+    return "\n".join(lines)
+
+
 def choose(problem: Problem) -> Solver:
-    """The first plug-in, in preference order, that solves ``problem`` exactly."""
+    """The first plug-in, in preference order, that solves ``problem`` exactly (heuristics skipped)."""
     reasons = []
     for n in names():
         try:
             s = get(n)
         except Exception as exc:
             reasons.append(f"{n}: failed to load ({exc})")
+            continue
+        if not s.exact:
             continue
         if not s.available():
             reasons.append(f"{n}: back end not importable")
@@ -298,13 +340,15 @@ def _check(problem: Problem, name: str, sol: Solution, time_left: float | None =
 
 def _fast_choice(values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, objective: str, integer: bool,
                  weights: np.ndarray | None) -> Solver:
-    """``auto`` for a batch of groups: the first plug-in whose ``unsupported_groups`` is empty."""
+    """``auto`` for a batch of groups: the first exact plug-in whose ``unsupported_groups`` is empty."""
     reasons = []
     for n in names():
         try:
             s = get(n)
         except Exception as exc:
             reasons.append(f"{n}: failed to load ({exc})")
+            continue
+        if not s.exact:
             continue
         if not s.available():
             reasons.append(f"{n}: back end not importable")

@@ -145,6 +145,8 @@ class TwoPassSolver(Solver):
         pyomo_hooks=False,
         free_sign=True,
         missing_targets=True,
+        limits={"time_limit": "not needed (two linear passes)",
+                "tolerance": "closed form in float64 (round-off relative to the magnitude)"},
         description="Hay et al. two-pass GLS: exact continuous weighted L2 over a tree, any sign (closed form)",
     )
 

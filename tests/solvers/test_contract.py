@@ -173,3 +173,36 @@ def test_unsupported_is_raised_before_solving(clean_registry):
 
     with pytest.raises(UnsupportedProblem, match="never"):
         hierdp.solve(Problem.from_groups([1.0], [0, 1], [1], objective="l1"), solver=Refuses())
+
+
+def test_auto_never_picks_a_heuristic(clean_registry, monkeypatch):
+    class Greedy(PublicOverride):
+        """Accepts every level problem and returns a feasible, not optimal, point."""
+
+        name = "greedy"
+        exact = False
+        capabilities = Capabilities({"l1", "l2", "linf"}, True, True, {"level"})
+
+    hierdp.solvers.register(Greedy())
+    monkeypatch.setattr(registry, "names", lambda: ["greedy"] + list(registry._BUILTIN))  # first in line
+    p = Problem.from_groups([1.0, 2.0, 0.5], [0, 2, 3], [3, 1], objective="l1")
+    assert Greedy().unsupported(p) == []
+    chosen = hierdp.solvers.choose(p)
+    assert chosen.name != "greedy" and chosen.exact
+    # the optimum by hand: group 1 gives (1, 2) for total 3 at cost 0; group 2 gives 1 (cost 0.5)
+    assert hierdp.solve(p).objective == pytest.approx(0.5)
+    assert hierdp.solvers.solve_groups(np.array([1.0, 2.0, 0.5]), np.array([0, 2, 3]), np.array([3.0, 1.0]),
+                                       objective="l1").solver != "greedy"
+    frame = hierdp.solvers.describe_limits().set_index("solver")
+    assert not frame.loc["greedy", "exact"] and frame.loc["intopt", "exact"]
+
+
+def test_paper_round_is_named_only_and_refuses_beyond_its_continuous_step():
+    # integer L2 at 2^53: every exact plug-in refuses; the heuristic used to be auto's answer
+    x = np.array([2.0**53 + 0.4, 2.0**53 - 0.3, 2.0**53 + 1.7])
+    p = Problem.from_groups(x, [0, 3], [3 * 2.0**53], objective="l2")
+    assert hierdp.solvers.get("paper_round").unsupported(p)
+    with pytest.raises(UnsupportedProblem, match="no registered solver"):
+        hierdp.solvers.choose(p)
+    small = Problem.from_groups([1.2, 3.4, 0.4], [0, 3], [5], objective="l2")
+    assert hierdp.solvers.choose(small).name == "projection"

@@ -99,3 +99,20 @@ def test_targets_far_from_any_consistent_point_are_refused():
     assert any("consistent point" in w for w in get("highs").unsupported(p))
     with pytest.raises(UnsupportedProblem):
         hierdp.solve(p, solver="highs")
+
+
+def test_the_worker_starts_without_the_whole_package():
+    from hierdp.solvers._deadline import DeadlineWorker
+
+    w = DeadlineWorker()  # a fresh one: this thread's worker may already have completed the package
+    try:
+        w.start()
+        # the solver modules only: pandas (imported by hierdp/__init__ via metrics, datasets) is not
+        loaded = w.call(eval, ("sorted(m for m in __import__('sys').modules if m in ('pandas', 'networkx'))",),
+                        timeout=60)
+        assert loaded == []
+        # and the package completes itself when asked for something of its own
+        assert w.call(eval, ("__import__('hierdp').solve.__name__",), timeout=60) == "solve"
+        assert w.call(eval, ("'pandas' in __import__('sys').modules",), timeout=60)
+    finally:
+        w.kill()

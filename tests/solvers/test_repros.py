@@ -168,3 +168,27 @@ def test_r12_ortools_integer_linf_at_1e9():
     # translation by a consistent point keeps the optimum; the targets at 1e9 are rounded to
     # 1.2e-7, so compare to that precision
     assert sol.objective == pytest.approx(hierdp.solve(small, solver="highs").objective, abs=1e-6)
+
+
+def test_census_sized_integer_l2_tree_is_refused_before_solving(monkeypatch):
+    # the report: a census-shaped integer-L2 tree (one group of 3,198 free nodes) was accepted,
+    # its QP centre ran 565 s, then the MIP was refused. Here: a fixed root over one free group of
+    # 1 + 30 + 900 nodes; the proven window is +-(group size) per node, so the exact epigraph needs
+    # about 931 * 2 * 931 = 1.7 M chord rows, beyond the 500,000 highs accepts
+    parent = np.r_[-1, 0, np.full(30, 1), np.repeat(np.arange(2, 32), 30)]
+    rng = np.random.default_rng(0)
+    target = rng.poisson(50, parent.size).astype(float)
+    fixed = np.full(parent.size, np.nan)
+    fixed[0] = 45_000
+    p = Problem(parent, target, fixed=fixed, objective="l2")
+    assert p.n_groups == 1 and int(np.isnan(p.fixed).sum()) == 931
+    why = get("highs").unsupported(p)
+    assert why and "chord rows" in why[0]
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("highs started solving a problem it refuses")
+
+    monkeypatch.setattr(HighsSolver, "solve_problem", must_not_run)
+    with pytest.raises(UnsupportedProblem, match="chord rows"):
+        hierdp.solve(p, solver="highs")
+    assert hierdp.solvers.choose(p).name == "costtable"  # auto walks on to an exact plug-in
