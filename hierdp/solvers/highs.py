@@ -225,7 +225,10 @@ class HighsSolver(Solver):
                     "presolve": presolve}
         job = _Job(
             path=path, settings=settings, threads=opts.threads, deadline=deadline,
-            needs_center=problem.objective == "l2" and problem.integer and not problem.pyomo_hooks,
+            # the proximity window around the continuous optimum holds without user rows and query
+            # terms only (models.arrays); with them the window is the bounds, and no QP is solved
+            needs_center=(problem.objective == "l2" and problem.integer and not problem.pyomo_hooks
+                          and not problem.n_constraints and not problem.n_query_terms),
             anchors=anchor_values(problem) if problem.objective == "l2" and problem.integer else None,
             shift=consistent_point(problem) if recentre else None,
             certify=certified and presolve != "off",

@@ -248,3 +248,17 @@ def test_bad_budgets(eps):
 def test_non_count_of_counts_data_is_refused():
     with pytest.raises(TypeError, match="CountOfCounts"):
         MDP(epsilon=1).release(np.zeros(3), seed=0)
+
+
+def test_cumulative_model_through_highs_equals_an_independent_cp_sat_solve():
+    # found by review: highs solved a continuous QP first (for a proximity window that does not
+    # apply with cumulative rows) and HiGHS's QP ended in kSolveError on this feasible instance
+    from hierdp.mechanisms.pgsr import cumulative_problem
+
+    geo = pd.DataFrame({"st": ["A", "A", "B"], "co": ["a1", "a2", "b1"]})
+    df = pd.DataFrame({"hh": range(4), "st": ["A", "A", "B", "B"], "co": ["a1", "a2", "b1", "b1"], "size": [1, 2, 1, 2]})
+    data = CountOfCounts.from_units(df, unit="hh", levels=["st", "co"], size="size", K=2, domain=geo)
+    p = cumulative_problem(data, np.array([[5, 0, 6, 2, 2, 4], [4, 6, 6, -2, 1, 6]]))
+    by_highs, by_cpsat = hierdp.solve(p, solver="highs"), hierdp.solve(p, solver="ortools")
+    assert by_highs.objective == by_cpsat.objective == 62.0
+    assert not p.violations(by_highs.values)  # consistent and within the cumulative rows
