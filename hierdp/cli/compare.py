@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.console import show_progress
-from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
+from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible, show_progress
 from hierdp.cli.io import (
     CliError,
     check_figure_path,

@@ -52,6 +52,33 @@ def _silence_stdout() -> None:
         pass
 
 
+def int_at_least(lowest: int, what: str) -> Callable[[str], int]:
+    """An argparse ``type=``: an integer >= ``lowest`` (``what`` names it in the error)."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            x = int(text)
+        except ValueError:
+            x = None
+        if x is None or x < lowest:
+            raise argparse.ArgumentTypeError(f"must be a {what} integer, got {text!r}")
+        return x
+
+    return parse
+
+
+def finish_release(console: "Console", secure: bool, out: Any) -> int:
+    """The end of a written release, the same on every layout: the seeded-randomness warning and
+    a closed stdout reported (exit 141) after the file is safely written."""
+    if not secure:
+        console.warn(f"{out} was made with seeded randomness (reproducible, not for publication); "
+                     "use --secure for a release you publish")
+    if console.pipe_closed:
+        raise BrokenPipeError(f"stdout was closed early; the release was written to {out}")
+    return 0
+
+
 def show_progress(args: Any) -> bool:
     """Progress bars only on an interactive terminal and without ``--quiet``: in a log or a pipe,
     tqdm's carriage returns would pile up into one long line."""

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.console import show_progress
+from hierdp.cli.console import finish_release, int_at_least, show_progress
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
 from hierdp.cli.layouts import GROUP_SIZE_MECHANISMS, check_layout_flags, check_mechanism_fits
 
@@ -40,14 +40,7 @@ __all__ = ["add_group_size_arguments", "run_group_sizes", "GROUP_SIZE_MECHANISMS
 
 
 
-def _positive_int(text: str) -> int:
-    try:
-        x = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if x < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return x
+_positive_int = int_at_least(1, "positive")
 
 
 def add_group_size_arguments(p: argparse.ArgumentParser) -> None:
@@ -187,9 +180,4 @@ def run_group_sizes(args: argparse.Namespace) -> int:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    if not args.secure:
-        console.warn(f"{out} was made with seeded randomness (reproducible, not for publication); "
-                     "use --secure for a release you publish")
-    if console.pipe_closed:
-        raise BrokenPipeError(f"stdout was closed early; the release was written to {out}")
-    return 0
+    return finish_release(console, args.secure, out)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from hierdp.cli.console import show_progress
-from hierdp.cli.console import Console
+from hierdp.cli.console import Console, show_progress
 from hierdp.cli.release import randomness_text
 
 __all__ = ["cmd_solvers", "cmd_demo"]

@@ -285,7 +285,7 @@ def _frame(rel: Any, names: tuple[str, str]) -> Any:
 
 def run_points(args: argparse.Namespace) -> int:
     """``hierdp release --x/--y ...``: checks, read, bin, release, write (exit code 0)."""
-    from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible, show_progress
+    from hierdp.cli.console import EXIT_INTERRUPTED, Console, finish_release, run_interruptible, show_progress
     from hierdp.cli.release import randomness_text
 
     console = Console("hierdp release")
@@ -328,10 +328,5 @@ def run_points(args: argparse.Namespace) -> int:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    if not args.secure:
-        console.warn(f"{out} was made with seeded randomness (reproducible, not for publication); "
-                     "use --secure for a release you publish")
-    if console.pipe_closed:
-        raise BrokenPipeError(f"stdout was closed early; the release was written to {out}")
-    return 0
+    return finish_release(console, args.secure, out)
 

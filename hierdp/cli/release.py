@@ -41,8 +41,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.console import show_progress
-from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
+from hierdp.cli.console import (
+    EXIT_INTERRUPTED,
+    Console,
+    finish_release,
+    int_at_least,
+    run_interruptible,
+    show_progress,
+)
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
 from hierdp.errors import HierdpError
 
@@ -66,24 +72,10 @@ def _positive_float(text: str) -> float:
     return x
 
 
-def _positive_int(text: str) -> int:
-    try:
-        x = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if x < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return x
+_positive_int = int_at_least(1, "positive")
 
 
-def _seed(text: str) -> int:
-    try:
-        x = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
-    if x < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
-    return x
+_seed = int_at_least(0, "non-negative")
 
 
 def add_privacy_arguments(p: argparse.ArgumentParser) -> None:
@@ -514,9 +506,4 @@ def run_release(args: argparse.Namespace) -> int:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    if not args.secure:
-        console.warn(f"{out} was made with seeded randomness (reproducible, not for publication); "
-                     "use --secure for a release you publish")
-    if console.pipe_closed:
-        raise BrokenPipeError(f"stdout was closed early; the release was written to {out}")
-    return 0
+    return finish_release(console, args.secure, out)
