@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import time
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -180,8 +180,8 @@ def limits_text() -> str:
     return "\n".join(lines)
 
 
-def choose(problem: Problem) -> Solver:
-    """The first plug-in, in preference order, that solves ``problem`` exactly (heuristics skipped)."""
+def _first_exact(why_not: Callable[[Solver], list[str]], what: str) -> Solver:
+    """The first exact plug-in, in preference order, for which ``why_not`` gives no reason."""
     reasons = []
     for n in names():
         try:
@@ -194,11 +194,16 @@ def choose(problem: Problem) -> Solver:
         if not s.available():
             reasons.append(f"{n}: back end not importable")
             continue
-        why = s.unsupported(problem)
+        why = why_not(s)
         if not why:
             return s
         reasons.append(f"{n}: " + "; ".join(why))
-    raise UnsupportedProblem("no registered solver can solve this problem exactly:\n  " + "\n  ".join(reasons))
+    raise UnsupportedProblem(f"no registered solver can solve {what} exactly:\n  " + "\n  ".join(reasons))
+
+
+def choose(problem: Problem) -> Solver:
+    """The first plug-in, in preference order, that solves ``problem`` exactly (heuristics skipped)."""
+    return _first_exact(lambda s: s.unsupported(problem), "this problem")
 
 
 def solve(
@@ -341,23 +346,8 @@ def _check(problem: Problem, name: str, sol: Solution, time_left: float | None =
 def _fast_choice(values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, objective: str, integer: bool,
                  weights: np.ndarray | None) -> Solver:
     """``auto`` for a batch of groups: the first exact plug-in whose ``unsupported_groups`` is empty."""
-    reasons = []
-    for n in names():
-        try:
-            s = get(n)
-        except Exception as exc:
-            reasons.append(f"{n}: failed to load ({exc})")
-            continue
-        if not s.exact:
-            continue
-        if not s.available():
-            reasons.append(f"{n}: back end not importable")
-            continue
-        why = unsupported_groups(s, values, offsets, totals, objective=objective, integer=integer, weights=weights)
-        if not why:
-            return s
-        reasons.append(f"{n}: " + "; ".join(why))
-    raise UnsupportedProblem("no registered solver can solve these groups exactly:\n  " + "\n  ".join(reasons))
+    return _first_exact(lambda s: unsupported_groups(s, values, offsets, totals, objective=objective,
+                                                     integer=integer, weights=weights), "these groups")
 
 
 def unsupported_groups(s: Solver, values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, *,
