@@ -14,13 +14,33 @@ from hierdp.models import Problem, ProblemError
 from hierdp.privacy import Accountant, Budget, make_rng
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.solvers import available, solve
-from hierdp import mechanisms  # noqa: E402  (after the layers it builds on)
+from hierdp import mechanisms
 from hierdp.mechanisms import Mechanism, ReleaseAborted
 from hierdp.release import Accounting, BaseRelease, TableRelease, TreeRelease
 from hierdp.comparison import compare
 from hierdp import plot  # matplotlib is imported only when a figure is drawn
 
 __version__ = "0.1.0"
-__all__ = ["Hierarchy", "HierarchyError", "ODTree", "Problem", "ProblemError", "Budget", "Accountant",
-           "PrivacyUnit", "make_rng", "available", "solve", "mechanisms", "Mechanism", "ReleaseAborted",
-           "Accounting", "BaseRelease", "TreeRelease", "TableRelease", "compare", "plot", "__version__"]
+__all__ = [
+           "Accountant",
+           "Accounting",
+           "BaseRelease",
+           "Budget",
+           "Hierarchy",
+           "HierarchyError",
+           "Mechanism",
+           "ODTree",
+           "PrivacyUnit",
+           "Problem",
+           "ProblemError",
+           "ReleaseAborted",
+           "TableRelease",
+           "TreeRelease",
+           "__version__",
+           "available",
+           "compare",
+           "make_rng",
+           "mechanisms",
+           "plot",
+           "solve",
+]

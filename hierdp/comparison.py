@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["compare", "summary", "Configuration", "configurations", "DEFAULT_MECHANISMS", "COLUMNS"]
+__all__ = ["COLUMNS", "DEFAULT_MECHANISMS", "Configuration", "compare", "configurations", "summary"]
 
 #: what ``hierdp compare`` runs when not told otherwise (all finish in seconds on the bundled data)
 DEFAULT_MECHANISMS = ("inftda", "tda_l2", "tda_l2_exact", "vanilla", "sh")

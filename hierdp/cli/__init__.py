@@ -11,7 +11,8 @@ import argparse
 import os
 import sys
 import traceback
-from typing import NoReturn, Sequence
+from typing import NoReturn
+from collections.abc import Sequence
 
 from hierdp.cli.console import (
     EXIT_BROKEN_PIPE,
@@ -28,7 +29,7 @@ from hierdp.cli.console import (
 )
 from hierdp.cli.io import CliError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):

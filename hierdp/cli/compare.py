@@ -146,7 +146,7 @@ def run_compare(args: argparse.Namespace) -> int:
             raise CliError("--plot and -o name the same file")
     if fig_path is not None:
         try:
-            import matplotlib  # noqa: F401
+            import matplotlib
         except ImportError:
             raise CliError("the figure needs matplotlib (pip install 'hierdp[plot]'); or pass --no-plot") from None
     delta = args.delta if args.delta is not None else (1e-8 if args.epsilon is not None else None)

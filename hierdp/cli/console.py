@@ -12,10 +12,25 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable
 
-__all__ = ["ABANDONED", "exit_now_if_abandoned", "EXIT_OK", "EXIT_INTERNAL", "EXIT_INPUT", "EXIT_SOLVER", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE",
-           "EXIT_TERMINATED", "Console", "Terminated", "one_line", "run_interruptible", "terminate_on_sigterm"]
+__all__ = [
+    "ABANDONED",
+    "EXIT_BROKEN_PIPE",
+    "EXIT_INPUT",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_SOLVER",
+    "EXIT_TERMINATED",
+    "Console",
+    "Terminated",
+    "exit_now_if_abandoned",
+    "one_line",
+    "run_interruptible",
+    "terminate_on_sigterm",
+]
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -68,7 +83,7 @@ def int_at_least(lowest: int, what: str) -> Callable[[str], int]:
     return parse
 
 
-def finish_release(console: "Console", secure: bool, out: Any) -> int:
+def finish_release(console: Console, secure: bool, out: Any) -> int:
     """The end of a written release, the same on every layout: the seeded-randomness warning and
     a closed stdout reported (exit 141) after the file is safely written."""
     if not secure:

@@ -36,7 +36,7 @@ from hierdp.cli.console import finish_release, int_at_least, show_progress
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
 from hierdp.cli.layouts import GROUP_SIZE_MECHANISMS, check_layout_flags, check_mechanism_fits
 
-__all__ = ["add_group_size_arguments", "run_group_sizes", "GROUP_SIZE_MECHANISMS"]
+__all__ = ["GROUP_SIZE_MECHANISMS", "add_group_size_arguments", "run_group_sizes"]
 
 
 

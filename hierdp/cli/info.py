@@ -8,7 +8,7 @@ import time
 from hierdp.cli.console import Console, show_progress
 from hierdp.cli.release import randomness_text
 
-__all__ = ["cmd_solvers", "cmd_demo"]
+__all__ = ["cmd_demo", "cmd_solvers"]
 
 
 def cmd_solvers(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def cmd_solvers(args: argparse.Namespace) -> int:
         if "objectives" not in cap:
             console.say(f"{name:<12} no  failed to load: {cap.get('error', '')}")
             continue
-        yn = lambda b: "yes" if b else "-"  # noqa: E731
+        yn = lambda b: "yes" if b else "-"
         console.say(f"{name:<12} {yn(cap['available']):<3} {','.join(cap['objectives']):<14} {yn(cap['integer']):<4} "
               f"{yn(cap['continuous']):<5} {','.join(cap['structures']):<11} {yn(cap['weights']):<8} "
               f"{yn(cap['bounds']):<7} {yn(cap['linear_constraints']):<7} {yn(cap['pyomo_hooks']):<6} "

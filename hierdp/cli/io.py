@@ -18,15 +18,25 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from hierdp.errors import HierdpError
 
-__all__ = ["CliError", "OUTPUT_SUFFIXES", "FIGURE_SUFFIXES", "check_input_file", "check_output_path",
-           "check_figure_path", "read_table", "write_table_atomic", "write_figure_atomic", "format_of"]
+__all__ = [
+    "FIGURE_SUFFIXES",
+    "OUTPUT_SUFFIXES",
+    "CliError",
+    "check_figure_path",
+    "check_input_file",
+    "check_output_path",
+    "format_of",
+    "read_table",
+    "write_figure_atomic",
+    "write_table_atomic",
+]
 
 OUTPUT_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 #: pandas >= 3 parses CSV floats correctly rounded by default (and deprecates the option); before,

@@ -18,9 +18,18 @@ from typing import Any
 
 from hierdp.cli.io import CliError
 
-__all__ = ["TREE_MECHANISMS", "POINT_MECHANISMS", "GROUP_SIZE_MECHANISMS", "OTHER_INPUT_MECHANISMS",
-           "input_layout", "check_layout_flags", "check_mechanism_fits", "mechanisms_for", "layout_label",
-           "LAYOUT_TEXT"]
+__all__ = [
+    "GROUP_SIZE_MECHANISMS",
+    "LAYOUT_TEXT",
+    "OTHER_INPUT_MECHANISMS",
+    "POINT_MECHANISMS",
+    "TREE_MECHANISMS",
+    "check_layout_flags",
+    "check_mechanism_fits",
+    "input_layout",
+    "layout_label",
+    "mechanisms_for",
+]
 
 #: built-in mechanisms that release a tree of counts
 TREE_MECHANISMS = ("inftda", "tda_l2", "tda_l2_exact", "tda_linf", "vanilla", "sh", "topdown")

@@ -46,8 +46,15 @@ from typing import Any
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
 from hierdp.cli.layouts import check_layout_flags, check_mechanism_fits
 
-__all__ = ["add_point_arguments", "run_points", "parse_grid", "parse_box", "parse_params", "MAX_CELLS",
-           "MECHANISMS_WITH_CONSISTENCY"]
+__all__ = [
+    "MAX_CELLS",
+    "MECHANISMS_WITH_CONSISTENCY",
+    "add_point_arguments",
+    "parse_box",
+    "parse_grid",
+    "parse_params",
+    "run_points",
+]
 
 #: largest grid the command line builds (64 Mi cells: 512 MiB per int64 matrix, and a release holds
 #: several); larger grids through the Python API

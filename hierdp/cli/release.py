@@ -52,8 +52,15 @@ from hierdp.cli.console import (
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
 from hierdp.errors import HierdpError
 
-__all__ = ["add_release_parser", "run_release", "build_tree", "build_mechanism", "read_table",
-           "MECHANISMS_WITH_SOLVER", "randomness_text"]
+__all__ = [
+    "MECHANISMS_WITH_SOLVER",
+    "add_release_parser",
+    "build_mechanism",
+    "build_tree",
+    "randomness_text",
+    "read_table",
+    "run_release",
+]
 
 #: seconds to reach a --scheduler before giving up
 CONNECT_TIMEOUT = 10.0

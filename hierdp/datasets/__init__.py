@@ -21,5 +21,15 @@ from hierdp.datasets.bundled import (
 )
 from hierdp.datasets.us_geography import load_zip_table, us_like_blocks, us_like_counts, us_like_entities
 
-__all__ = ["WORLD_CITIES_LEVELS", "load_world_cities", "world_cities_hierarchy", "nycflights_od", "points",
-           "load_zip_table", "us_like_blocks", "us_like_counts", "us_like_entities", "group_sizes"]
+__all__ = [
+    "WORLD_CITIES_LEVELS",
+    "group_sizes",
+    "load_world_cities",
+    "load_zip_table",
+    "nycflights_od",
+    "points",
+    "us_like_blocks",
+    "us_like_counts",
+    "us_like_entities",
+    "world_cities_hierarchy",
+]

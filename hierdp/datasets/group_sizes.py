@@ -25,8 +25,16 @@ import pandas as pd
 from hierdp.hierarchy.core import Hierarchy
 from hierdp.hierarchy.count_of_counts import CountOfCounts
 
-__all__ = ["census_like", "taxi_like", "random_count_of_counts", "nycflights_aircraft", "insteval_instructors",
-           "budgetfood_households", "SF1_SIZE_SHARES", "TAXI_ZONES_PER_BOROUGH"]
+__all__ = [
+    "SF1_SIZE_SHARES",
+    "TAXI_ZONES_PER_BOROUGH",
+    "budgetfood_households",
+    "census_like",
+    "insteval_instructors",
+    "nycflights_aircraft",
+    "random_count_of_counts",
+    "taxi_like",
+]
 
 #: 2010 Census (SF1) shares of households of size 1..6 and "7 or more"
 SF1_SIZE_SHARES = np.array([0.267, 0.336, 0.158, 0.133, 0.062, 0.025, 0.019])

@@ -27,8 +27,16 @@ import numpy as np
 
 from hierdp.hierarchy.spatial import SpatialDataError, SpatialGrid
 
-__all__ = ["gaussian_cluster", "gaussian_cluster_points", "world_city_points", "storm_points", "zipcode_points",
-           "WORLD_BOX", "ATLANTIC_BOX", "CONTIGUOUS_US_BOX"]
+__all__ = [
+    "ATLANTIC_BOX",
+    "CONTIGUOUS_US_BOX",
+    "WORLD_BOX",
+    "gaussian_cluster",
+    "gaussian_cluster_points",
+    "storm_points",
+    "world_city_points",
+    "zipcode_points",
+]
 
 #: longitude / latitude boxes (x_min, x_max, y_min, y_max), fixed a priori
 WORLD_BOX = (-180.0, 180.0, -90.0, 90.0)

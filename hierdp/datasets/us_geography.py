@@ -15,12 +15,13 @@ the spine: the spine is public geography only (paper 003, §5.1).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["US_LEVELS", "load_zip_table", "us_like_blocks", "us_like_entities", "us_like_counts"]
+__all__ = ["US_LEVELS", "load_zip_table", "us_like_blocks", "us_like_counts", "us_like_entities"]
 
 US_LEVELS = ["state", "county", "tract_group", "tract", "block_group", "block"]
 

@@ -34,18 +34,18 @@ from hierdp.hierarchy.geography import Geography
 from hierdp.hierarchy.od import ODTree
 
 __all__ = [
-    "Hierarchy",
-    "ODTree",
-    "Geography",
-    "HierarchyError",
-    "CycleError",
-    "MultipleParentsError",
     "CountError",
-    "InconsistentCountError",
-    "UnknownColumnError",
+    "CycleError",
     "EmptyInputError",
-    "NotATreeError",
+    "Geography",
+    "Hierarchy",
+    "HierarchyError",
+    "InconsistentCountError",
     "MissingValueError",
-    "UnknownNodeError",
+    "MultipleParentsError",
+    "NotATreeError",
+    "ODTree",
+    "UnknownColumnError",
     "UnknownLevelError",
+    "UnknownNodeError",
 ]

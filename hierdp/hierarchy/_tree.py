@@ -8,7 +8,8 @@ are contiguous index ranges. The loops below run once per *level*, never once pe
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd

@@ -10,7 +10,8 @@ Hierarchy type, so the two modules do not import each other.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any
+from collections.abc import Hashable, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -32,8 +33,16 @@ from hierdp.hierarchy.geography import free_root_name
 PATH_SEP = "/"
 DEFAULT_ROOT_NAME = "total"
 
-__all__ = ["FrameTree", "FrameStructure", "frame_structure", "frame_arrays", "edge_arrays", "graph_arrays",
-           "check_graph_levels", "PATH_SEP"]
+__all__ = [
+    "PATH_SEP",
+    "FrameStructure",
+    "FrameTree",
+    "check_graph_levels",
+    "edge_arrays",
+    "frame_arrays",
+    "frame_structure",
+    "graph_arrays",
+]
 
 
 def _plain_index(values: np.ndarray) -> pd.Index:

@@ -14,7 +14,8 @@ sharing the structure).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
@@ -136,7 +137,7 @@ class Hierarchy:
         counts: np.ndarray,
         missing: np.ndarray | None = None,
         check: bool = True,
-    ) -> "Hierarchy":
+    ) -> Hierarchy:
         """Fast path for builders whose arrays are already in canonical order (not validated
         beyond counts; the builder guarantees the order)."""
         h = cls.__new__(cls)
@@ -213,7 +214,7 @@ class Hierarchy:
         level_names: Sequence[str] | None = None,
         *,
         check: bool = True,
-    ) -> "Hierarchy":
+    ) -> Hierarchy:
         """Build from a parent-index array in any node order (fast path).
 
         Args:
@@ -230,7 +231,7 @@ class Hierarchy:
     @classmethod
     def from_frame(cls, df: pd.DataFrame, levels: Sequence[str], count: str | None = None,
                    root_name: str | None = None, *, domain: Any = None,
-                   observed_domain_public: bool = False) -> "Hierarchy":
+                   observed_domain_public: bool = False) -> Hierarchy:
         """A hierarchy from a frame with one column per level (coarse to fine).
 
         Args:
@@ -264,7 +265,7 @@ class Hierarchy:
 
     @classmethod
     def from_edges(cls, edges: Any, counts: Mapping[Hashable, Any] | pd.Series | None = None,
-                   level_names: Sequence[str] | None = None, check: bool = True) -> "Hierarchy":
+                   level_names: Sequence[str] | None = None, check: bool = True) -> Hierarchy:
         """From (parent, child) pairs or a 2-column frame (a declared domain: the caller gave
         the structure); see :func:`hierdp.hierarchy.builders.edge_arrays`.
 
@@ -278,7 +279,7 @@ class Hierarchy:
 
     @classmethod
     def from_graph(cls, G: nx.DiGraph, level_names: Sequence[str] | None = None,
-                   check: bool = True) -> "Hierarchy":
+                   check: bool = True) -> Hierarchy:
         """From a networkx DiGraph with ``count`` node attributes (a declared domain); see
         :func:`hierdp.hierarchy.builders.graph_arrays`. A ``level`` attribute, where present,
         must equal the depth."""
@@ -292,7 +293,7 @@ class Hierarchy:
         self.domain_source = source
         self.domain_assumption = assumption
 
-    def with_domain_assumption(self, observed_domain_public: bool = True) -> "Hierarchy":
+    def with_domain_assumption(self, observed_domain_public: bool = True) -> Hierarchy:
         """The same tree with the statement that its observed domain is public (or without it,
         for ``False``); a declared domain needs none and is returned as is."""
         if self.domain_source == DECLARED:
@@ -397,7 +398,7 @@ class Hierarchy:
             raise HierarchyError(f"{what} has shape {arr.shape}, expected ({self.n},)")
         return arr
 
-    def with_counts(self, counts: Any, *, check: bool = True) -> "Hierarchy":
+    def with_counts(self, counts: Any, *, check: bool = True) -> Hierarchy:
         """Same structure, new counts (array in index order, or Series keyed by names).
 
         Internal nodes may be NaN (aggregated from their children); given ones are checked
@@ -473,7 +474,7 @@ class Hierarchy:
         integer: bool = True,
         nonnegative: bool = True,
         weights: Any = None,
-    ) -> "Problem":
+    ) -> Problem:
         """The whole-tree post-processing Problem with this hierarchy's structure and names.
 
         Args:

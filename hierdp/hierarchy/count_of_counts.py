@@ -32,7 +32,8 @@ fall into the top bucket, which a neighbour move can enter but never leave upwar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,7 @@ from hierdp.hierarchy.core import Hierarchy
 from hierdp.hierarchy.domain import DECLARED, OBSERVED
 from hierdp.hierarchy.errors import EmptyInputError, HierarchyError, UnknownColumnError
 
-__all__ = ["CountOfCounts", "DPTree", "GroupSizeError", "K_ASSUMPTION", "TOP_CODE_NOTE"]
+__all__ = ["K_ASSUMPTION", "TOP_CODE_NOTE", "CountOfCounts", "DPTree", "GroupSizeError"]
 
 #: what a release states when K is the observed maximum size, declared public by the user
 K_ASSUMPTION = "the largest group size K (the observed maximum) is assumed public (declared by the user)"
@@ -164,7 +165,7 @@ class CountOfCounts:
         return pd.DataFrame(self.h, index=pd.Index(self.regions.names, name="region"),
                             columns=pd.Index(self.sizes, name="size"))
 
-    def dp_tree(self) -> "DPTree":
+    def dp_tree(self) -> DPTree:
         """The DP hierarchy of §6 (a view, see :class:`DPTree`)."""
         return DPTree(self)
 
@@ -175,7 +176,7 @@ class CountOfCounts:
     # ------------------------------------------------------------------ builders
     @classmethod
     def from_histograms(cls, regions: Hierarchy, leaf_histograms: Any, *, K: int | None = None,
-                        observed_k_public: bool = False) -> "CountOfCounts":
+                        observed_k_public: bool = False) -> CountOfCounts:
         """From a region tree and one histogram per *leaf* region (``(n_leaves, K)``, leaves in
         the tree's order); inner regions are summed. The region tree's counts are replaced by
         the group totals. Used by the synthetic generators (whose structure is declared)."""
@@ -208,7 +209,7 @@ class CountOfCounts:
     @classmethod
     def from_units(cls, df: pd.DataFrame, *, unit: str, levels: Sequence[str], size: str, K: int | None = None,
                    domain: Any = None, observed_domain_public: bool = False, observed_k_public: bool = False,
-                   top_code: bool = False, root_name: str | None = None) -> "CountOfCounts":
+                   top_code: bool = False, root_name: str | None = None) -> CountOfCounts:
         """From one row per group: a unit id, its region (one column per level, coarse to fine)
         and its size (a positive integer).
 
@@ -240,7 +241,7 @@ class CountOfCounts:
     def from_persons(cls, df: pd.DataFrame, *, unit: str, levels: Sequence[str], person: str | None = None,
                      K: int | None = None, domain: Any = None, observed_domain_public: bool = False,
                      observed_k_public: bool = False, top_code: bool = False,
-                     root_name: str | None = None) -> "CountOfCounts":
+                     root_name: str | None = None) -> CountOfCounts:
         """From one row per person: a unit id and the unit's region; a unit's size is its number
         of rows. With ``person=`` (a person id column) a person listed in two units, or twice, is
         refused. Other arguments as :meth:`from_units`.
@@ -266,7 +267,7 @@ class CountOfCounts:
     @classmethod
     def _build(cls, units: pd.DataFrame, levels: list[str], unit_ids: pd.Series, sizes: np.ndarray, *,
                K: int | None, domain: Any, observed_domain_public: bool, observed_k_public: bool,
-               top_code: bool, root_name: str | None) -> "CountOfCounts":
+               top_code: bool, root_name: str | None) -> CountOfCounts:
         k_source = DECLARED
         if K is None:
             if top_code:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from hierdp.hierarchy.errors import HierarchyError
 
-__all__ = ["DECLARED", "OBSERVED", "observed_assumption", "check_domain_attributes"]
+__all__ = ["DECLARED", "OBSERVED", "check_domain_attributes", "observed_assumption"]
 
 DECLARED = "declared"
 OBSERVED = "observed"

@@ -62,15 +62,15 @@ class UnknownLevelError(HierarchyError, KeyError):
 
 
 __all__ = [
-    "HierarchyError",
-    "CycleError",
-    "MultipleParentsError",
     "CountError",
-    "InconsistentCountError",
-    "UnknownColumnError",
+    "CycleError",
     "EmptyInputError",
-    "NotATreeError",
+    "HierarchyError",
+    "InconsistentCountError",
     "MissingValueError",
-    "UnknownNodeError",
+    "MultipleParentsError",
+    "NotATreeError",
+    "UnknownColumnError",
     "UnknownLevelError",
+    "UnknownNodeError",
 ]

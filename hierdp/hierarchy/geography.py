@@ -9,7 +9,8 @@ and nothing in it is read from private rows unless the caller built it that way 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -154,7 +155,7 @@ class Geography:
     # ------------------------------------------------------------------ builders
     @classmethod
     def from_frame(cls, df: pd.DataFrame, levels: Sequence[str] | None = None, *,
-                   root_name: str = "total") -> "Geography":
+                   root_name: str = "total") -> Geography:
         """From a frame with one column per level, coarse to fine (the finest = area ids).
 
         Rows may repeat. Leading columns holding a single value (the whole space, e.g.
@@ -210,7 +211,7 @@ class Geography:
         return cls([root_level] + [str(c) for c in levels], names, parents, ids=ids)
 
     @classmethod
-    def from_hierarchy(cls, h: Any) -> "Geography":
+    def from_hierarchy(cls, h: Any) -> Geography:
         """From a :class:`~hierdp.hierarchy.Hierarchy` whose leaves all sit at the last level.
 
         Area labels are the last component of the hierarchy's ``/``-joined path names when that
@@ -246,7 +247,7 @@ class Geography:
                    domain_assumption=getattr(h, "domain_assumption", None))
 
     @classmethod
-    def coerce(cls, geo: Any, levels: Sequence[str] | None = None) -> "Geography":
+    def coerce(cls, geo: Any, levels: Sequence[str] | None = None) -> Geography:
         """A :class:`Geography` from a Geography, a Hierarchy or a frame of level columns."""
         if isinstance(geo, Geography):
             return geo

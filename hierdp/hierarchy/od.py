@@ -17,7 +17,8 @@ O(non-zero pairs × levels + areas), independent of the number of potential pair
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -40,7 +41,7 @@ __all__ = ["Geography", "ODTree"]
 class _ODNamer:
     """Labels of O/D tree keys (public geography only)."""
 
-    def __init__(self, tree: "ODTree") -> None:
+    def __init__(self, tree: ODTree) -> None:
         self.orig = tree.origin_geo
         self.dest = tree.destination_geo
         self.level_pairs = tree.level_pairs
@@ -152,7 +153,7 @@ class ODTree:
         destination_geo: Any = None,
         geo_levels: list[str] | None = None,
         kind: str = "destination",
-    ) -> "ODTree":
+    ) -> ODTree:
         """Build from trips between finest areas.
 
         Args:
@@ -204,7 +205,7 @@ class ODTree:
         destination_geo: Any = None,
         shared_geography: bool = True,
         observed_domain_public: bool = False,
-    ) -> "ODTree":
+    ) -> ODTree:
         """Build from the paper's reference layout: ``LEVEL0_ORIG..LEVELg_ORIG,
         LEVEL0_DEST..LEVELg_DEST, COUNT`` (ids unique only within a level).
 

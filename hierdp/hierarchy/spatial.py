@@ -24,14 +24,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from hierdp.hierarchy.errors import HierarchyError
 
-__all__ = ["SpatialDomain", "SpatialGrid", "SpatialDataError", "prefix_sums_2d", "rect_sums",
-           "OBSERVED_BOX_ASSUMPTION"]
+__all__ = [
+    "OBSERVED_BOX_ASSUMPTION",
+    "SpatialDataError",
+    "SpatialDomain",
+    "SpatialGrid",
+    "prefix_sums_2d",
+    "rect_sums",
+]
 
 #: what a release says when the box was read off the data and the user declared it public
 OBSERVED_BOX_ASSUMPTION = ("the bounding box {box} was derived from the points' own extremes and is assumed "
@@ -81,7 +88,7 @@ class SpatialDomain:
         object.__setattr__(self, "cols", _check_grid_size(self.cols, "cols"))
 
     @classmethod
-    def cells(cls, rows: int, cols: int) -> "SpatialDomain":
+    def cells(cls, rows: int, cols: int) -> SpatialDomain:
         """A grid in cell units: the box ``[0, cols] x [0, rows]`` (x = column, y = row)."""
         r, c = _check_grid_size(rows, "rows"), _check_grid_size(cols, "cols")
         return cls(0.0, float(c), 0.0, float(r), r, c)
@@ -188,7 +195,7 @@ class SpatialGrid:
                     shape: tuple[int, int] | None = None,
                     box: tuple[float, float, float, float] | SpatialDomain | None = None,
                     weights: Sequence[int] | np.ndarray | None = None,
-                    observed_domain_public: bool = False) -> "SpatialGrid":
+                    observed_domain_public: bool = False) -> SpatialGrid:
         """Bin points into a ``shape = (rows, cols)`` frequency matrix over ``box``.
 
         Args:
@@ -271,7 +278,7 @@ class SpatialGrid:
         return cls(counts.reshape(domain.shape), domain, source, assumption)
 
     @classmethod
-    def from_counts(cls, counts: np.ndarray, *, box: tuple[float, float, float, float] | None = None) -> "SpatialGrid":
+    def from_counts(cls, counts: np.ndarray, *, box: tuple[float, float, float, float] | None = None) -> SpatialGrid:
         """A grid from a frequency matrix you already hold (its grid is the public domain; ``box``
         gives it coordinates, default cell units ``[0, cols] x [0, rows]``)."""
         c = np.asarray(counts)

@@ -32,10 +32,10 @@ __all__ = [
     "NestedPartition",
     "SyntheticOD",
     "binary_partition",
-    "random_partition",
-    "nested_partition",
-    "synthetic_od",
     "italy_like_od",
+    "nested_partition",
+    "random_partition",
+    "synthetic_od",
 ]
 
 
@@ -87,7 +87,7 @@ class SyntheticOD:
     geography: pd.DataFrame
     partition: NestedPartition
 
-    def od_tree(self, kind: str = "destination") -> "ODTree":
+    def od_tree(self, kind: str = "destination") -> ODTree:
         """The O/D tree of these trips over the generated partition (a declared domain: every
         area of the partition is in the tree, with or without trips)."""
         from hierdp.hierarchy.od import ODTree

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["TopDownTree", "KeyNamer", "HierarchyTree", "as_topdown_tree", "gather_children"]
+__all__ = ["HierarchyTree", "KeyNamer", "TopDownTree", "as_topdown_tree", "gather_children"]
 
 
 @runtime_checkable

@@ -21,8 +21,33 @@ from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTab, SafeTabErro
 from hierdp.mechanisms.spatial import AG, HTF, UG, Identity, KdTree, Privelet, QuadTree, Uniform
 from hierdp.mechanisms.topdown import SH, TDA, InfTDA, StabilityHistogram, TopDownMechanism, VanillaGauss
 
-__all__ = ["Mechanism", "MechanismError", "MechanismParameterError", "ReleaseAborted",
-           "InfTDA", "TDA", "TopDownMechanism", "VanillaGauss", "StabilityHistogram", "SH",
-           "SafeTab", "PopulationGroupLevel", "SafeTabRelease", "SafeTabError",
-           "HTF", "Identity", "Uniform", "UG", "AG", "QuadTree", "KdTree", "Privelet",
-           "registry", "create", "describe", "get", "names", "register"]
+__all__ = [
+           "AG",
+           "HTF",
+           "SH",
+           "TDA",
+           "UG",
+           "Identity",
+           "InfTDA",
+           "KdTree",
+           "Mechanism",
+           "MechanismError",
+           "MechanismParameterError",
+           "PopulationGroupLevel",
+           "Privelet",
+           "QuadTree",
+           "ReleaseAborted",
+           "SafeTab",
+           "SafeTabError",
+           "SafeTabRelease",
+           "StabilityHistogram",
+           "TopDownMechanism",
+           "Uniform",
+           "VanillaGauss",
+           "create",
+           "describe",
+           "get",
+           "names",
+           "register",
+           "registry",
+]

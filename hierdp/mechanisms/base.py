@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from hierdp.errors import HierdpError
 from hierdp.privacy.accounting import zcdp_to_approx_dp
@@ -41,8 +42,14 @@ from hierdp.privacy.spec import PrivacySpec
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release.accounting import Spend
 
-__all__ = ["Mechanism", "RunContext", "MechanismError", "MechanismParameterError", "ReleaseAborted",
-           "refuse_solver"]
+__all__ = [
+    "Mechanism",
+    "MechanismError",
+    "MechanismParameterError",
+    "ReleaseAborted",
+    "RunContext",
+    "refuse_solver",
+]
 
 
 class MechanismError(HierdpError):

@@ -8,9 +8,10 @@ Names are lower-case and stable: they appear in command lines, CSV files and plo
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
-__all__ = ["register", "names", "get", "create", "describe"]
+__all__ = ["create", "describe", "get", "names", "register"]
 
 # name -> ("module:attribute", fixed keyword arguments, one-line description)
 _BUILTIN: dict[str, tuple[str, dict[str, Any], str]] = {

@@ -21,7 +21,15 @@ from hierdp.metrics.tree import (
 )
 
 __all__ = [
-    "level_errors", "max_abs_error_by_level", "mean_abs_error_by_level", "false_discovery_rate_by_level",
-    "false_negative_rate_by_level", "runtime_by_level", "level_report", "spatial",
-    "l1_error_by_level", "constraint_violations", "histogram_report",
+    "constraint_violations",
+    "false_discovery_rate_by_level",
+    "false_negative_rate_by_level",
+    "histogram_report",
+    "l1_error_by_level",
+    "level_errors",
+    "level_report",
+    "max_abs_error_by_level",
+    "mean_abs_error_by_level",
+    "runtime_by_level",
+    "spatial",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["l1_error_by_level", "constraint_violations", "faithfulness_violations", "histogram_report"]
+__all__ = ["constraint_violations", "faithfulness_violations", "histogram_report", "l1_error_by_level"]
 
 
 def _truth_values(truth: Any, shape: tuple[int, int]) -> np.ndarray:

@@ -21,8 +21,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["random_rectangles", "random_squares", "relative_errors", "mean_relative_error", "mre",
-           "SMOOTHING"]
+__all__ = [
+    "SMOOTHING",
+    "mean_relative_error",
+    "mre",
+    "random_rectangles",
+    "random_squares",
+    "relative_errors",
+]
 
 #: smoothing of the relative error (paper 002 §5.1)
 SMOOTHING = 20.0

@@ -21,8 +21,13 @@ from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
 from hierdp.release import Release
 
 __all__ = [
-    "level_errors", "max_abs_error_by_level", "mean_abs_error_by_level", "false_discovery_rate_by_level",
-    "false_negative_rate_by_level", "runtime_by_level", "level_report",
+    "false_discovery_rate_by_level",
+    "false_negative_rate_by_level",
+    "level_errors",
+    "level_report",
+    "max_abs_error_by_level",
+    "mean_abs_error_by_level",
+    "runtime_by_level",
 ]
 
 

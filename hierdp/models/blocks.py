@@ -14,7 +14,8 @@ paper 001 over node x size, the query terms of the Census TopDown) pose in secon
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 

@@ -28,7 +28,8 @@ Everything is numpy; a TopDown level with 10^6 children is one Problem.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -55,7 +56,7 @@ OBJECTIVES = ("l2", "l1", "linf")
 FEATURES = frozenset({"weights", "bounds", "linear_constraints", "cumulative", "query_terms", "pyomo_hooks",
                       "free_sign", "missing_targets"})
 
-__all__ = ["OBJECTIVES", "FEATURES", "LinearConstraint", "Problem", "ProblemError"]
+__all__ = ["FEATURES", "OBJECTIVES", "LinearConstraint", "Problem", "ProblemError"]
 
 
 class ProblemError(HierdpError, ValueError):
@@ -117,7 +118,7 @@ class Problem:
             raise ProblemError(f"names has {self.names.size} entries for {n} nodes")
         self._rows = _ChunkStore()
         self._queries = _ChunkStore()
-        self.pyomo_hooks: list[Callable[[Any, "Problem"], None]] = []
+        self.pyomo_hooks: list[Callable[[Any, Problem], None]] = []
         self._name_index: dict[Hashable, int] | None = None
         self._cache: dict[str, Any] = {}
         self._validate()
@@ -166,7 +167,7 @@ class Problem:
         integer: bool = True,
         nonnegative: bool = True,
         weights: np.ndarray | None = None,
-    ) -> "Problem":
+    ) -> Problem:
         """A TopDown level: group g's children ``values[offsets[g]:offsets[g+1]]`` must sum to
         the fixed ``totals[g]``.
 
@@ -204,7 +205,7 @@ class Problem:
         integer: bool = True,
         nonnegative: bool = True,
         weights: Any = None,
-    ) -> "Problem":
+    ) -> Problem:
         """The whole-tree problem of a hierarchy (duck-typed on its arrays).
 
         ``hierarchy`` needs ``parent`` (-1 for roots), ``names``, ``counts`` (true counts, used
@@ -277,7 +278,7 @@ class Problem:
         *,
         nodes: Sequence[Hashable] | np.ndarray | None = None,
         name: str | None = None,
-    ) -> "Problem":
+    ) -> Problem:
         """Add the rows ``lower <= matrix @ y <= upper`` (vectorized; returns ``self``).
 
         Args:
@@ -310,7 +311,7 @@ class Problem:
         lower: float = -np.inf,
         upper: float = np.inf,
         name: str | None = None,
-    ) -> "Problem":
+    ) -> Problem:
         """Add ``lower <= sum(coef * node) <= upper`` over named nodes; returns ``self``.
 
         Sugar for a one-row :meth:`add_constraints`.
@@ -346,7 +347,7 @@ class Problem:
         *,
         increasing: bool = True,
         name: str | None = "chain",
-    ) -> "Problem":
+    ) -> Problem:
         """Cumulative (monotone) chains: along every chain, values never decrease (or increase).
 
         Each consecutive pair ``(a, b)`` of a chain adds the two-term row ``y[b] - y[a] >= 0``
@@ -399,7 +400,7 @@ class Problem:
         *,
         nodes: Sequence[Hashable] | np.ndarray | None = None,
         name: str | None = None,
-    ) -> "Problem":
+    ) -> Problem:
         """Objective terms on linear queries: term q is ``w_q * dist(matrix[q] @ y, target[q])``.
 
         ``dist`` is the problem's objective: squared (``l2``), absolute (``l1``); for ``linf``
@@ -445,7 +446,7 @@ class Problem:
         return self._queries.n_rows
 
     # ------------------------------------------------------------------ changes
-    def add_bounds(self, node: Hashable, lower: float | None = None, upper: float | None = None) -> "Problem":
+    def add_bounds(self, node: Hashable, lower: float | None = None, upper: float | None = None) -> Problem:
         """Tighten the bounds of one node; returns ``self``."""
         i = self.index_of(node)
         lo, hi = self.lower.copy(), self.upper.copy()
@@ -465,7 +466,7 @@ class Problem:
         return self
 
     def fix(self, node: Hashable | Sequence[Hashable] | np.ndarray, value: float | Sequence[float] | np.ndarray
-            ) -> "Problem":
+            ) -> Problem:
         """Fix one node (or several: a sequence of nodes and one value each) at ``value``; returns ``self``."""
         if isinstance(node, (list, np.ndarray)):  # tuples may be node names
             idx = names_of(node, self.index_of, self.n)
@@ -483,7 +484,7 @@ class Problem:
         self._revalidate(old=("fixed",), values=old)
         return self
 
-    def on_pyomo_model(self, hook: Callable[[Any, "Problem"], None]) -> "Problem":
+    def on_pyomo_model(self, hook: Callable[[Any, Problem], None]) -> Problem:
         """Register ``hook(model, problem)``, called on the Pyomo model before it is solved.
 
         Only solvers that build a Pyomo model (``highs`` through Pyomo) can honour hooks; the
@@ -950,7 +951,7 @@ def _check_rows(mat: Any, lo: np.ndarray, hi: np.ndarray, label: str) -> None:
 
 def _node_vector(v: Any, names: np.ndarray, what: str) -> np.ndarray:
     """An array in node order, or a mapping / Series keyed by name (missing: NaN)."""
-    if isinstance(v, Mapping) or hasattr(v, "index") and hasattr(v, "reindex"):
+    if isinstance(v, Mapping) or (hasattr(v, "index") and hasattr(v, "reindex")):
         import pandas as pd
 
         s = pd.Series(v, dtype=float) if isinstance(v, Mapping) else v.astype(float)

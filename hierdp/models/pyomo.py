@@ -109,15 +109,15 @@ def build_pyomo_model(
             all_groups = sorted(set(arr.groups.tolist()) | set(qgid.values()))
             m.groups = pyo.Set(initialize=all_groups, ordered=True)
             m.alpha = pyo.Var(m.groups, domain=pyo.NonNegativeReals)
-            bound = lambda i: m.alpha[gid[i]]  # noqa: E731
-            qbound = lambda k: m.alpha[qgid[k]]  # noqa: E731
+            bound = lambda i: m.alpha[gid[i]]
+            qbound = lambda k: m.alpha[qgid[k]]
             m.obj = pyo.Objective(expr=sum(m.alpha[g] for g in m.groups), sense=pyo.minimize)
         else:
             m.t = pyo.Var(m.terms, domain=pyo.NonNegativeReals)
             if qids:
                 m.tq = pyo.Var(m.queries, domain=pyo.NonNegativeReals)
-            bound = lambda i: m.t[i]  # noqa: E731
-            qbound = lambda k: m.tq[k]  # noqa: E731
+            bound = lambda i: m.t[i]
+            qbound = lambda k: m.tq[k]
             m.obj = pyo.Objective(expr=sum(m.t[i] for i in m.terms) + sum(m.tq[k] for k in qids),
                                   sense=pyo.minimize)
         m.dev_up = pyo.Constraint(m.terms, rule=lambda _m, i: tw[i] * (m.y[i] - tx[i]) <= bound(i))

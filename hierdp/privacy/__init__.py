@@ -52,21 +52,53 @@ from hierdp.privacy.spec import Guarantee, PrivacySpec, describe_guarantee, impl
 from hierdp.privacy.unit import PrivacyUnit
 
 __all__ = [
-    # errors
-    "PrivacyError", "PrivacyParameterError", "BudgetExceeded",
-    # randomness and samplers
-    "make_rng", "SecureRandom",
-    "discrete_laplace", "geometric", "discrete_gaussian", "laplace",
-    # accounting
-    "pure_to_zcdp", "zcdp_to_approx_dp", "approx_dp_to_zcdp", "rdp_to_approx_dp",
-    "zcdp_rdp_curve", "pure_rdp_curve", "rdp_epsilon_term",
-    "gaussian_sigma2_for_rho", "gaussian_rho", "laplace_scale_for_epsilon",
-    "check_epsilon", "check_rho", "check_delta",
+    "Accountant",
     # budgets, units, specs, calibration, domains
-    "Budget", "Accountant", "PrivacyUnit", "PrivacySpec", "Guarantee", "implied_guarantees", "describe_guarantee",
-    "gaussian_sigma2", "laplace_scale", "delivered_rho", "delivered_epsilon", "check_public_domain",
+    "Budget",
+    "BudgetExceeded",
+    "Guarantee",
     "ObservedDomainError",
+    # errors
+    "PrivacyError",
+    "PrivacyParameterError",
+    "PrivacySpec",
+    "PrivacyUnit",
+    "SecureRandom",
+    "StabilityError",
+    "approx_dp_to_zcdp",
+    "check_delta",
+    "check_epsilon",
+    "check_public_domain",
+    "check_rho",
+    "check_stability",
+    "delivered_epsilon",
+    "delivered_rho",
+    "describe_guarantee",
+    "discrete_gaussian",
+    "discrete_gaussian_moe",
+    "discrete_gaussian_rho_for_moe",
+    "discrete_laplace",
+    "gaussian_rho",
+    "gaussian_sigma2",
+    "gaussian_sigma2_for_rho",
+    "geometric",
+    "geometric_epsilon_for_moe",
+    "geometric_moe",
     # paper 004 extras
-    "geometric_rdp_exact", "StabilityError", "check_stability", "max_degree", "parallel_compose",
-    "geometric_moe", "geometric_epsilon_for_moe", "discrete_gaussian_moe", "discrete_gaussian_rho_for_moe",
+    "geometric_rdp_exact",
+    "implied_guarantees",
+    "laplace",
+    "laplace_scale",
+    "laplace_scale_for_epsilon",
+    # randomness and samplers
+    "make_rng",
+    "max_degree",
+    "parallel_compose",
+    "pure_rdp_curve",
+    # accounting
+    "pure_to_zcdp",
+    "rdp_epsilon_term",
+    "rdp_to_approx_dp",
+    "zcdp_rdp_curve",
+    "zcdp_to_approx_dp",
 ]

@@ -16,7 +16,8 @@ Conventions (Bun & Steinke 2016; Canonne, Kamath & Steinke 2020; paper 004 App. 
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Literal
+from typing import Literal
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
@@ -24,10 +25,19 @@ from scipy.optimize import brentq, minimize_scalar
 from hierdp.privacy.errors import PrivacyParameterError
 
 __all__ = [
-    "pure_to_zcdp", "zcdp_to_approx_dp", "approx_dp_to_zcdp", "rdp_to_approx_dp",
-    "zcdp_rdp_curve", "pure_rdp_curve", "rdp_epsilon_term",
-    "gaussian_sigma2_for_rho", "gaussian_rho", "laplace_scale_for_epsilon",
-    "check_epsilon", "check_rho", "check_delta",
+    "approx_dp_to_zcdp",
+    "check_delta",
+    "check_epsilon",
+    "check_rho",
+    "gaussian_rho",
+    "gaussian_sigma2_for_rho",
+    "laplace_scale_for_epsilon",
+    "pure_rdp_curve",
+    "pure_to_zcdp",
+    "rdp_epsilon_term",
+    "rdp_to_approx_dp",
+    "zcdp_rdp_curve",
+    "zcdp_to_approx_dp",
 ]
 
 Method = Literal["analytic", "numeric"]

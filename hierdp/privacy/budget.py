@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from numbers import Real
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
+from collections.abc import Iterable
 
 from hierdp.privacy.accounting import (
     Method,
@@ -28,7 +29,7 @@ from hierdp.privacy.accounting import (
 )
 from hierdp.privacy.errors import BudgetExceeded, PrivacyError, PrivacyParameterError
 
-__all__ = ["Budget", "Accountant", "Calculus"]
+__all__ = ["Accountant", "Budget", "Calculus"]
 
 Calculus = Literal["pure", "zcdp", "approx"]
 _ZERO = Fraction(0)
@@ -60,7 +61,7 @@ class Budget:
     budget into parts that compose back exactly to it.
     """
 
-    __slots__ = ("_calculus", "_epsilon", "_rho", "_delta")
+    __slots__ = ("_calculus", "_delta", "_epsilon", "_rho")
 
     _calculus: str
     _epsilon: Fraction | None
@@ -98,23 +99,23 @@ class Budget:
 
     # -- constructors -----------------------------------------------------------------------
     @classmethod
-    def pure(cls, epsilon: float) -> "Budget":
+    def pure(cls, epsilon: float) -> Budget:
         """epsilon-DP, epsilon finite and > 0."""
         return cls("pure", epsilon=_exact(epsilon, "epsilon", check_epsilon))
 
     @classmethod
-    def zcdp(cls, rho: float) -> "Budget":
+    def zcdp(cls, rho: float) -> Budget:
         """rho-zCDP, rho finite and > 0."""
         return cls("zcdp", rho=_exact(rho, "rho", check_rho))
 
     @classmethod
-    def approx(cls, epsilon: float, delta: float) -> "Budget":
+    def approx(cls, epsilon: float, delta: float) -> Budget:
         """(epsilon, delta)-DP, epsilon finite and > 0, delta in (0, 1)."""
         return cls("approx", epsilon=_exact(epsilon, "epsilon", check_epsilon),
                    delta=_exact(delta, "delta", check_delta))
 
     @classmethod
-    def _zero(cls, calculus: str) -> "Budget":
+    def _zero(cls, calculus: str) -> Budget:
         if calculus == "pure":
             return cls("pure", epsilon=_ZERO)
         if calculus == "zcdp":
@@ -189,7 +190,7 @@ class Budget:
         return f"{self._calculus}({args})"
 
     # -- composition ----------------------------------------------------------------------------
-    def _common_calculus(self, other: "Budget") -> tuple["Budget", "Budget"]:
+    def _common_calculus(self, other: Budget) -> tuple[Budget, Budget]:
         """Both operands in one calculus: pure is converted to zCDP when the other is zCDP."""
         if not isinstance(other, Budget):
             raise TypeError(f"cannot compose a Budget with {type(other).__name__}")
@@ -202,7 +203,7 @@ class Budget:
             f"cannot compose a {self._calculus} budget with a {other._calculus} budget; "
             "convert one explicitly (to_zcdp / to_approx_dp)")
 
-    def __add__(self, other: "Budget") -> "Budget":
+    def __add__(self, other: Budget) -> Budget:
         """Sequential composition (pure: sum eps; zcdp: sum rho; approx: sum eps and sum delta)."""
         if not isinstance(other, Budget):
             return NotImplemented
@@ -217,19 +218,19 @@ class Budget:
         return Budget("approx", epsilon=a._epsilon + b._epsilon,  # type: ignore[operator]
                       delta=delta)
 
-    def __radd__(self, other: object) -> "Budget":
+    def __radd__(self, other: object) -> Budget:
         # Lets sum(parts) work: sum starts from the integer 0.
         if isinstance(other, int) and not isinstance(other, bool) and other == 0:
             return self
         return NotImplemented  # type: ignore[return-value]
 
-    def _scaled(self, factor: Fraction) -> "Budget":
+    def _scaled(self, factor: Fraction) -> Budget:
         def mul(v: Fraction | None) -> Fraction | None:
             return None if v is None else v * factor
         return Budget(self._calculus, epsilon=mul(self._epsilon), rho=mul(self._rho),
                       delta=mul(self._delta))
 
-    def __mul__(self, k: object) -> "Budget":
+    def __mul__(self, k: object) -> Budget:
         """k-fold composition (k > 0; every parameter, delta included, is multiplied by k)."""
         if isinstance(k, bool) or not isinstance(k, (Real, Fraction)):
             return NotImplemented
@@ -243,13 +244,13 @@ class Budget:
 
     __rmul__ = __mul__
 
-    def within(self, limit: "Budget", rtol: float = 0.0) -> bool:
+    def within(self, limit: Budget, rtol: float = 0.0) -> bool:
         """True if this budget is at most ``limit`` (every parameter, up to relative ``rtol``)."""
         a, b = self._common_calculus(limit)
         slack = Fraction(1) + Fraction(rtol)
         return all(a.exact_parameters[k] <= v * slack for k, v in b.exact_parameters.items())
 
-    def _minus_clamped(self, other: "Budget") -> "Budget":
+    def _minus_clamped(self, other: Budget) -> Budget:
         """``self - other`` parameter-wise, clamped at zero (same calculus)."""
         a, b = self._common_calculus(other)
 
@@ -259,14 +260,14 @@ class Budget:
                       rho=sub(a._rho, b._rho), delta=sub(a._delta, b._delta))
 
     # -- splitting --------------------------------------------------------------------------------
-    def split_uniform(self, k: int) -> list["Budget"]:
+    def split_uniform(self, k: int) -> list[Budget]:
         """``k`` equal parts whose composition is exactly this budget."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise PrivacyParameterError(f"k must be a positive int, got {k!r}")
         part = self._scaled(Fraction(1, k))
         return [part] * k
 
-    def split(self, proportions: Iterable[float]) -> list["Budget"]:
+    def split(self, proportions: Iterable[float]) -> list[Budget]:
         """Parts proportional to ``proportions``; their composition is exactly this budget.
 
         ``proportions`` must be positive and sum to 1 within 1e-12; they are then normalised
@@ -289,7 +290,7 @@ class Budget:
         return [self._scaled(p / total) for p in exact]
 
     # -- conversions --------------------------------------------------------------------------
-    def to_zcdp(self, method: Method = "numeric") -> "Budget":
+    def to_zcdp(self, method: Method = "numeric") -> Budget:
         """The budget as rho-zCDP.
 
         * pure: rho = eps**2 / 2 (a real implication: eps-DP implies it);
@@ -309,7 +310,7 @@ class Budget:
         rho = approx_dp_to_zcdp(float(self._epsilon), float(self._delta), method)  # type: ignore[arg-type]
         return Budget("zcdp", rho=Fraction(rho))
 
-    def to_approx_dp(self, delta: float, method: Method = "numeric") -> "Budget":
+    def to_approx_dp(self, delta: float, method: Method = "numeric") -> Budget:
         """The (eps, delta)-DP guarantee this budget implies at the given ``delta``.
 
         * zcdp: eps by :func:`zcdp_to_approx_dp` (``method``);

@@ -36,8 +36,17 @@ from hierdp.privacy.errors import PrivacyParameterError
 MAX_LAPLACE_SCALE = float(2 ** 48)
 MAX_GAUSSIAN_SIGMA2 = float(2 ** 96)
 
-__all__ = ["MAX_LAPLACE_SCALE", "MAX_GAUSSIAN_SIGMA2", "gaussian_sigma2", "laplace_scale", "delivered_rho", "delivered_epsilon", "exact",
-           "gaussian_sigma2_per_share", "laplace_scale_per_share"]
+__all__ = [
+    "MAX_GAUSSIAN_SIGMA2",
+    "MAX_LAPLACE_SCALE",
+    "delivered_epsilon",
+    "delivered_rho",
+    "exact",
+    "gaussian_sigma2",
+    "gaussian_sigma2_per_share",
+    "laplace_scale",
+    "laplace_scale_per_share",
+]
 
 
 def exact(value: Any, name: str = "value") -> Fraction:

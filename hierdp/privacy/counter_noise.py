@@ -57,8 +57,15 @@ import numpy as np
 
 from hierdp.privacy.errors import PrivacyParameterError
 
-__all__ = ["CounterRandom", "NodeStreams", "philox4x64", "node_blocks", "discrete_laplace", "discrete_gaussian",
-           "gaussian_tail_table"]
+__all__ = [
+    "CounterRandom",
+    "NodeStreams",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "gaussian_tail_table",
+    "node_blocks",
+    "philox4x64",
+]
 
 # Philox4x64 constants (Random123): multipliers and Weyl key increments
 _M0 = 0xD2E7470EE14C6C93
@@ -125,7 +132,7 @@ def _range_blocks(first: int, count: int, level: int, block: int, key: tuple[int
     return gen.random_raw(4 * count).reshape(count, 4)
 
 
-def node_blocks(streams: "NodeStreams", block: int, index: np.ndarray | None = None) -> np.ndarray:
+def node_blocks(streams: NodeStreams, block: int, index: np.ndarray | None = None) -> np.ndarray:
     """``(n, 4)`` uint64: block ``block`` of the nodes ``streams.keys[index]`` (default all), that
     is Philox4x64-10 of the counter ``(k + 1, level, block, 0)`` under the run's key, ``k`` the
     node's key.
@@ -179,7 +186,7 @@ class CounterRandom:
         self.key = int(key)
 
     @classmethod
-    def from_generator(cls, generator: np.random.Generator) -> "CounterRandom":
+    def from_generator(cls, generator: np.random.Generator) -> CounterRandom:
         """The key drawn from a numpy generator (two 64-bit words): a run given
         ``rng=make_rng(s)`` gets the same key as a run given ``seed=s``."""
         if not isinstance(generator, np.random.Generator):
@@ -188,7 +195,7 @@ class CounterRandom:
         return cls(lo | (hi << 64))
 
     @classmethod
-    def from_seed(cls, seed: int | None) -> "CounterRandom":
+    def from_seed(cls, seed: int | None) -> CounterRandom:
         """``from_generator(numpy.random.default_rng(seed))``."""
         return cls.from_generator(np.random.default_rng(seed))
 
@@ -197,7 +204,7 @@ class CounterRandom:
         """The key as Philox's two 64-bit words (low, high)."""
         return self.key & _U64, self.key >> 64
 
-    def nodes(self, level: int, keys: Any) -> "NodeStreams":
+    def nodes(self, level: int, keys: Any) -> NodeStreams:
         """The noise streams of the given node ``keys`` (non-negative int64) of ``level`` (what the
         samplers of :mod:`hierdp.privacy.samplers` take as ``rng`` to draw one value per node)."""
         return NodeStreams(self, level, keys)
@@ -218,7 +225,7 @@ class NodeStreams:
     :func:`hierdp.privacy.samplers.discrete_gaussian` / ``discrete_laplace`` / ``geometric`` with
     ``size`` equal to the number of nodes."""
 
-    __slots__ = ("source", "level", "keys")
+    __slots__ = ("keys", "level", "source")
 
     def __init__(self, source: CounterRandom, level: int, keys: Any) -> None:
         if not isinstance(source, CounterRandom):
@@ -239,7 +246,7 @@ class NodeStreams:
     def __len__(self) -> int:
         return int(self.keys.size)
 
-    def subset(self, index: Any) -> "NodeStreams":
+    def subset(self, index: Any) -> NodeStreams:
         """The streams of ``keys[index]``."""
         return NodeStreams(self.source, self.level, self.keys[index])
 

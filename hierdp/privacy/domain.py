@@ -24,7 +24,7 @@ from typing import Any
 
 from hierdp.privacy.errors import PrivacyError
 
-__all__ = ["ObservedDomainError", "check_public_domain", "OBSERVED_DOMAIN_ASSUMPTION"]
+__all__ = ["OBSERVED_DOMAIN_ASSUMPTION", "ObservedDomainError", "check_public_domain"]
 
 #: the words a release uses when the user declared an observed domain public
 OBSERVED_DOMAIN_ASSUMPTION = "the set of nodes observed in the input is assumed public (declared by the user)"

@@ -38,8 +38,12 @@ from scipy.stats import norm
 from hierdp.privacy.errors import PrivacyParameterError
 
 __all__ = [
-    "geometric_coverage", "geometric_moe", "geometric_epsilon_for_moe",
-    "discrete_gaussian_coverage", "discrete_gaussian_moe", "discrete_gaussian_rho_for_moe",
+    "discrete_gaussian_coverage",
+    "discrete_gaussian_moe",
+    "discrete_gaussian_rho_for_moe",
+    "geometric_coverage",
+    "geometric_epsilon_for_moe",
+    "geometric_moe",
 ]
 
 Method = Literal["exact", "paper"]

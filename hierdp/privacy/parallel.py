@@ -31,8 +31,15 @@ import scipy.sparse as sp
 from hierdp.privacy.errors import PrivacyError, PrivacyParameterError
 
 __all__ = [
-    "StabilityError", "Memberships", "membership_pairs", "record_degrees", "max_degree",
-    "check_stability", "parallel_compose", "parallel_compose_groups", "sequential_compose",
+    "Memberships",
+    "StabilityError",
+    "check_stability",
+    "max_degree",
+    "membership_pairs",
+    "parallel_compose",
+    "parallel_compose_groups",
+    "record_degrees",
+    "sequential_compose",
 ]
 
 Calculus = Literal["pure", "zcdp", "rdp"]

@@ -37,8 +37,12 @@ from scipy.special import logsumexp
 from hierdp.privacy.errors import PrivacyParameterError
 
 __all__ = [
-    "geometric_rdp_exact", "geometric_rdp_paper", "laplace_rdp", "geometric_rdp_numeric",
-    "renyi_divergence", "discrete_laplace_logpmf",
+    "discrete_laplace_logpmf",
+    "geometric_rdp_exact",
+    "geometric_rdp_numeric",
+    "geometric_rdp_paper",
+    "laplace_rdp",
+    "renyi_divergence",
 ]
 
 ArrayLike = float | np.ndarray

@@ -39,7 +39,7 @@ import numpy as np
 
 from hierdp.privacy.errors import PrivacyParameterError
 
-__all__ = ["SecureRandom", "make_rng", "resolve_rng", "RandomSource", "BACKENDS"]
+__all__ = ["BACKENDS", "RandomSource", "SecureRandom", "make_rng", "resolve_rng"]
 
 #: secure-mode backends, the default first
 BACKENDS = ("vectorized", "opendp", "python")

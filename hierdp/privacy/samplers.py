@@ -25,7 +25,8 @@ See :mod:`hierdp.privacy.rng` for which mode is for what.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Callable, Sequence, Union
+from typing import Union
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from hierdp.privacy.errors import PrivacyParameterError
 from hierdp.privacy.opendp_backend import MAX_SCALE, opendp_discrete_gaussian, opendp_discrete_laplace
 from hierdp.privacy.rng import RandomSource, SecureRandom
 
-__all__ = ["discrete_laplace", "discrete_gaussian", "geometric", "laplace"]
+__all__ = ["discrete_gaussian", "discrete_laplace", "geometric", "laplace"]
 
 Size = Union[int, Sequence[int], None]
 

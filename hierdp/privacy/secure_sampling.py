@@ -102,15 +102,25 @@ from __future__ import annotations
 import math
 import os
 from fractions import Fraction
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 __all__ = [
-    "OsRandomBytes", "bernoulli_ratio", "KappaTable", "bernoulli_digits", "uniform_below",
-    "bernoulli_exp_ratio", "bernoulli_exp1", "geometric_exp1", "discrete_laplace",
-    "discrete_gaussian", "laplace", "CHUNK",
-    "laplace_vectorizable", "gaussian_vectorizable",
+    "CHUNK",
+    "KappaTable",
+    "OsRandomBytes",
+    "bernoulli_digits",
+    "bernoulli_exp1",
+    "bernoulli_exp_ratio",
+    "bernoulli_ratio",
+    "discrete_gaussian",
+    "discrete_laplace",
+    "gaussian_vectorizable",
+    "geometric_exp1",
+    "laplace",
+    "laplace_vectorizable",
+    "uniform_below",
 ]
 
 #: entries sampled per chunk: bounds temporary memory and the latency of a Ctrl-C
@@ -468,7 +478,7 @@ class _Columns:
         self.__dict__.update(cols)
         self._names = tuple(cols)
 
-    def take(self, idx: np.ndarray) -> "_Columns":
+    def take(self, idx: np.ndarray) -> _Columns:
         if self.shared:
             return self
         return _Columns(False, **{k: _sub(getattr(self, k), idx) for k in self._names})
@@ -491,7 +501,7 @@ def _laplace_attempt(c: _Columns, m: int, source: OsRandomBytes) -> tuple[np.nda
     U = U[live]
     t, s = _sub(c.t, live), _sub(c.s, live)
     V = geometric_exp1(live.size, source)
-    big = _where(V > _sub(c.vlim, live))  # U + t V might leave int64
+    big = _where(_sub(c.vlim, live) < V)  # U + t V might leave int64
     Y = U + t * V
     if s.ndim or int(s) != 1:
         Y //= s
@@ -509,7 +519,7 @@ def _laplace_attempt(c: _Columns, m: int, source: OsRandomBytes) -> tuple[np.nda
 
 
 # -- step 6: one attempt of the discrete Gaussian (CKS20 Alg. 3) --------------------------------
-def _gauss_accept(y: np.ndarray, c: _Columns, table: "_GaussTable",
+def _gauss_accept(y: np.ndarray, c: _Columns, table: _GaussTable,
                   source: OsRandomBytes) -> np.ndarray:
     """Bernoulli(exp(-(|y| - sigma2/t)**2 / (2 sigma2))) per entry, exactly (module step 6)."""
     m = y.size
@@ -559,7 +569,7 @@ def _gauss_accept(y: np.ndarray, c: _Columns, table: "_GaussTable",
     return acc
 
 
-def _gauss_attempt(c: _Columns, m: int, table: "_GaussTable",
+def _gauss_attempt(c: _Columns, m: int, table: _GaussTable,
                    source: OsRandomBytes) -> tuple[np.ndarray, np.ndarray]:
     """One attempt of CKS20 Alg. 3 per entry: a Laplace proposal (scale t) and its acceptance."""
     y, ok = _laplace_attempt(c, m, source)

@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,8 +29,14 @@ from hierdp.privacy.accounting import (
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
 
-__all__ = ["PrivacySpec", "Guarantee", "implied_guarantees", "describe_guarantee", "guarantee_text",
-           "CALCULI"]
+__all__ = [
+    "CALCULI",
+    "Guarantee",
+    "PrivacySpec",
+    "describe_guarantee",
+    "guarantee_text",
+    "implied_guarantees",
+]
 
 #: The calculi a mechanism's noise can be accounted in.
 CALCULI = ("zcdp", "pure", "approx")
@@ -75,7 +82,7 @@ class PrivacySpec:
     @classmethod
     def resolve(cls, epsilon: float | None = None, delta: float | None = None, rho: float | None = None,
                 budget: Budget | None = None, conversion: str = "analytic", *,
-                calculus: str = "zcdp") -> "PrivacySpec":
+                calculus: str = "zcdp") -> PrivacySpec:
         """Exactly one of ``epsilon`` (with ``delta`` for zCDP), ``rho`` or ``budget``.
 
         ``calculus`` is the one the mechanism's noise lives in: ``"zcdp"`` accepts an (ε, δ)
@@ -125,7 +132,7 @@ class PrivacySpec:
 
     @classmethod
     def _resolve_zcdp(cls, epsilon: float | None, delta: float | None, rho: float | None, budget: Budget | None,
-                      conversion: str) -> "PrivacySpec":
+                      conversion: str) -> PrivacySpec:
         if epsilon is not None:
             eps = check_epsilon(epsilon, "epsilon")
             if delta is None:

@@ -38,7 +38,7 @@ from typing import Any
 
 from hierdp.privacy.errors import PrivacyParameterError
 
-__all__ = ["PrivacyUnit", "level_sensitivity_sq", "check_contributions"]
+__all__ = ["PrivacyUnit", "check_contributions", "level_sensitivity_sq"]
 
 
 def check_contributions(value: object, name: str = "contributions") -> int:
@@ -94,8 +94,8 @@ class PrivacyUnit:
 
     # -- construction from a mechanism's keyword arguments --------------------------------------
     @classmethod
-    def resolve(cls, unit: "PrivacyUnit | None" = None, *, bounded: bool = True, contributions: Any = 1,
-                distinct: bool = False) -> "PrivacyUnit":
+    def resolve(cls, unit: PrivacyUnit | None = None, *, bounded: bool = True, contributions: Any = 1,
+                distinct: bool = False) -> PrivacyUnit:
         """``unit`` if given (then the loose keywords must be left at their defaults), else a unit
         built from ``bounded`` / ``contributions`` / ``distinct``."""
         if unit is None:

@@ -21,5 +21,16 @@ from hierdp.release.spatial import SpatialRelease, SpatialTree
 from hierdp.release.table import TableRelease
 from hierdp.release.tree import Release, ReleaseLevel, TreeRelease
 
-__all__ = ["BaseRelease", "TreeRelease", "Release", "ReleaseLevel", "TableRelease", "NodeHistogramRelease",
-           "SpatialRelease", "SpatialTree", "Accounting", "Spend", "Guarantee"]
+__all__ = [
+           "Accounting",
+           "BaseRelease",
+           "Guarantee",
+           "NodeHistogramRelease",
+           "Release",
+           "ReleaseLevel",
+           "SpatialRelease",
+           "SpatialTree",
+           "Spend",
+           "TableRelease",
+           "TreeRelease",
+]

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd

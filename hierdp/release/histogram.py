@@ -17,7 +17,8 @@ release makes (``nonnegative``, ``integer``, optional level totals).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -25,7 +25,7 @@ import pandas as pd
 from hierdp.hierarchy.spatial import SpatialDomain, prefix_sums_2d, rect_sums
 from hierdp.release.base import BaseRelease
 
-__all__ = ["SpatialRelease", "SpatialTree", "CONSISTENCY_RTOL"]
+__all__ = ["CONSISTENCY_RTOL", "SpatialRelease", "SpatialTree"]
 
 #: relative tolerance of the parent = sum of children check for real-valued trees (values are sums
 #: of up to ~10^6 doubles: a few hundred ulps)

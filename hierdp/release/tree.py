@@ -17,7 +17,7 @@ import pandas as pd
 
 from hierdp.release.base import BaseRelease
 
-__all__ = ["TreeRelease", "Release", "ReleaseLevel"]
+__all__ = ["Release", "ReleaseLevel", "TreeRelease"]
 
 
 @dataclass

@@ -23,6 +23,23 @@ from hierdp.scale.fingerprint import tree_fingerprint
 from hierdp.scale.partition import partition_rows
 from hierdp.scale.tree import LevelTree
 
-__all__ = ["Engine", "SerialEngine", "ProcessEngine", "DaskEngine", "resolve_engine", "CheckpointRun", "read_level",
-           "aggregate_parquet", "check_schema", "parquet_files", "tree_fingerprint", "partition_rows", "LevelTree",
-           "ScaleError", "CheckpointError", "SchedulerUnreachable", "DatasetSchemaError", "EngineError"]
+__all__ = [
+           "CheckpointError",
+           "CheckpointRun",
+           "DaskEngine",
+           "DatasetSchemaError",
+           "Engine",
+           "EngineError",
+           "LevelTree",
+           "ProcessEngine",
+           "ScaleError",
+           "SchedulerUnreachable",
+           "SerialEngine",
+           "aggregate_parquet",
+           "check_schema",
+           "parquet_files",
+           "partition_rows",
+           "read_level",
+           "resolve_engine",
+           "tree_fingerprint",
+]

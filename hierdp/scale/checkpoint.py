@@ -42,7 +42,7 @@ import numpy as np
 
 from hierdp.scale.errors import CheckpointError
 
-__all__ = ["CheckpointRun", "MANIFEST", "FORMAT", "VERSION", "read_level", "write_level_part", "identity_params"]
+__all__ = ["FORMAT", "MANIFEST", "VERSION", "CheckpointRun", "identity_params", "read_level", "write_level_part"]
 
 MANIFEST = "_hierdp_checkpoint.json"
 STAGING = "_staging"
@@ -193,7 +193,7 @@ class CheckpointRun:
     # -- opening ----------------------------------------------------------------------------
     @classmethod
     def open(cls, mech: Any, tree: Any, *, checkpoint: Any = None, resume: Any = None, secure: bool,
-             accountant: Any = None) -> "CheckpointRun":
+             accountant: Any = None) -> CheckpointRun:
         """A new checkpoint in ``checkpoint``, or the one in ``resume`` checked against this run.
 
         Raises:
@@ -349,7 +349,7 @@ class CheckpointRun:
         os.replace(stage, final)
         _fsync_dir(self.directory)
         per_level = next((it for it in reversed(state.per_level) if it.get("level") == level), None)
-        self.manifest["levels"].append({"level": int(level), "files": files, "rows": int(len(lv)),
+        self.manifest["levels"].append({"level": int(level), "files": files, "rows": len(lv),
                                         "timing": float(state.timings[level]), "stats": _encode(state.stats[level]),
                                         "per_level": _encode(per_level) if per_level is not None else None})
         self.manifest["spends"] = [{"label": s.label, "budget": _encode(s.budget), "details": _encode(dict(s.details))}

@@ -12,7 +12,8 @@ missing count column): such a dataset would otherwise be summed wrongly or fail 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,7 @@ from hierdp.hierarchy.counts import coerce_counts
 from hierdp.hierarchy.errors import EmptyInputError, HierarchyError, MissingValueError
 from hierdp.scale.errors import DatasetSchemaError
 
-__all__ = ["parquet_files", "check_schema", "aggregate_parquet", "COUNT"]
+__all__ = ["COUNT", "aggregate_parquet", "check_schema", "parquet_files"]
 
 #: name of the count column of an aggregated dataset
 COUNT = "count"

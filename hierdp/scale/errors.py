@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hierdp.errors import HierdpError
 
-__all__ = ["ScaleError", "CheckpointError", "SchedulerUnreachable", "DatasetSchemaError", "EngineError"]
+__all__ = ["CheckpointError", "DatasetSchemaError", "EngineError", "ScaleError", "SchedulerUnreachable"]
 
 
 class ScaleError(HierdpError, RuntimeError):

@@ -41,7 +41,7 @@ import numpy as np
 from hierdp.scale.errors import EngineError, SchedulerUnreachable
 from hierdp.scale.partition import child_counts, partition_rows
 
-__all__ = ["Engine", "SerialEngine", "ProcessEngine", "DaskEngine", "resolve_engine", "ENGINES"]
+__all__ = ["ENGINES", "DaskEngine", "Engine", "ProcessEngine", "SerialEngine", "resolve_engine"]
 
 ENGINES = ("serial", "processes", "dask")
 #: children per partition by default: a task's memory stays in the tens of MB
@@ -85,7 +85,7 @@ class Engine:
 
     name = "serial"
 
-    def open(self, mech: Any, tree: Any) -> "Session | None":
+    def open(self, mech: Any, tree: Any) -> Session | None:
         """Prepare a release (connect, send the tree) before any noise; ``None`` for serial."""
         return None
 
@@ -132,7 +132,7 @@ class ProcessEngine(_PartitionedEngine):
         self.executor = executor
         self.workers = int(workers)
 
-    def open(self, mech: Any, tree: Any) -> "Session":
+    def open(self, mech: Any, tree: Any) -> Session:
         return _ProcessSession(self, mech, tree)
 
     def describe(self) -> str:
@@ -170,14 +170,14 @@ class DaskEngine(_PartitionedEngine):
                 raise EngineError(f"executor for engine='dask' must be a distributed.Client, a LocalCluster or a "
                                   f"scheduler address, got {kind}")
         try:
-            import distributed  # noqa: F401
+            import distributed
         except ImportError as exc:
             raise EngineError("engine='dask' needs dask.distributed: pip install 'hierdp[dask]'") from exc
         self.executor = executor
         self.workers = int(workers)
         self.connect_timeout = float(connect_timeout)
 
-    def open(self, mech: Any, tree: Any) -> "Session":
+    def open(self, mech: Any, tree: Any) -> Session:
         return _DaskSession(self, mech, tree)
 
     def describe(self) -> str:

@@ -11,7 +11,8 @@ seeded release of either is the same release (the same keys draw the same counte
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -75,7 +76,7 @@ class LevelTree:
     @classmethod
     def from_frame(cls, df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,
                    domain: Any = None, observed_domain_public: bool = False,
-                   root_name: str | None = None) -> "LevelTree":
+                   root_name: str | None = None) -> LevelTree:
         """From a frame with one column per level (coarse to fine), as ``Hierarchy.from_frame``
         (same arguments, checks and errors; ``domain=`` declares the public domain)."""
         if domain is not None and observed_domain_public:
@@ -96,7 +97,7 @@ class LevelTree:
     @classmethod
     def from_parquet(cls, path: Any, levels: Sequence[str], count: str | None = None, *, domain: Any = None,
                      observed_domain_public: bool = False, root_name: str | None = None,
-                     client: Any = None, progress: bool = False) -> "LevelTree":
+                     client: Any = None, progress: bool = False) -> LevelTree:
         """From a Parquet dataset (a directory of files, a file, or a list of files), read and
         aggregated file by file with Dask (:func:`hierdp.scale.dataset.aggregate_parquet`), so the
         rows never need to fit in memory: only the distinct leaf paths do.

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -142,7 +142,7 @@ class Forest:
         return slice(int(self.level_ptr[d]), int(self.level_ptr[d + 1]))
 
     @classmethod
-    def from_parent(cls, parent: np.ndarray) -> "Forest":
+    def from_parent(cls, parent: np.ndarray) -> Forest:
         """Breadth-first layout of a parent array (``-1`` = root). O(n) plus one stable sort."""
         parent = np.asarray(parent, dtype=np.int64)
         n = parent.size
@@ -172,7 +172,7 @@ class Forest:
         return cls(order, par_pos, nch[order], level_ptr)
 
     @classmethod
-    def from_groups(cls, sizes: np.ndarray) -> "Forest":
+    def from_groups(cls, sizes: np.ndarray) -> Forest:
         """``G`` roots, root ``g`` with ``sizes[g]`` leaf children; positions = the
         :meth:`Problem.from_groups` layout (roots first, then the children group by group)."""
         sizes = np.asarray(sizes, dtype=np.int64)
@@ -292,7 +292,7 @@ class Curves:
     value: np.ndarray
 
     @classmethod
-    def constant(cls, start: np.ndarray) -> "Curves":
+    def constant(cls, start: np.ndarray) -> Curves:
         e = np.zeros(0)
         return cls(start.astype(float), np.zeros(start.size, np.int64), e, e, e, e)
 

@@ -6,7 +6,7 @@ A *segmentation* is given by ``counts`` (length of every run, in order); runs ma
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -27,7 +27,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
+from collections.abc import Callable
 
 _LOCAL = threading.local()
 _HEADER = struct.Struct("<Q")
@@ -160,7 +161,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
     os.dup2(2, 1)  # anything a library prints goes to stderr, never into the protocol
     sys.stdout = sys.stderr
     inp = sys.stdin.buffer
-    import hierdp.solvers.highs  # noqa: F401  (the imports a solve needs, before saying ready)
+    import hierdp.solvers.highs
 
     _write(proto, ("ready", None))
     while True:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["continuous_runs", "integer_runs", "certify_runs", "exact_integer_run", "clip_isotonic"]
+__all__ = ["certify_runs", "clip_isotonic", "continuous_runs", "exact_integer_run", "integer_runs"]
 
 #: int64 certificate only while every partial sum stays below this (2^62: no overflow)
 _INT_SAFE = float(2 ** 62)
@@ -106,7 +106,7 @@ def certify_runs(v: np.ndarray, S: np.ndarray, W: np.ndarray, offsets: np.ndarra
     if n == 0:
         return np.ones(n_runs, bool), "exact int64"
     run_of = np.repeat(np.arange(n_runs), np.diff(offsets))
-    integral = bool(np.all(S == np.round(S)) and np.all(W == np.round(W)))
+    integral = bool(np.all(np.round(S) == S) and np.all(np.round(W) == W))
     mag = (np.abs(v).max() * 2 + 1) * W.max() + 2 * np.abs(S).max()
     exact = integral and mag * n < _INT_SAFE
     if exact:

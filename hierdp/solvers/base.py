@@ -22,7 +22,8 @@ import importlib
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -64,7 +65,7 @@ class Status(str, Enum):
         return _STATUS_TEXT[self]
 
     @classmethod
-    def coerce(cls, value: "Status | str") -> "Status":
+    def coerce(cls, value: Status | str) -> Status:
         """A :class:`Status` from a status or a string (``"time limit"`` and ``"time_limit"`` alike;
         an unknown string is :attr:`ERROR`)."""
         if isinstance(value, Status):
@@ -185,7 +186,7 @@ class Capabilities:
             ``missing_targets`` default to True as before).
     """
 
-    __slots__ = ("objectives", "integer", "continuous", "structures", "features", "limits", "description")
+    __slots__ = ("continuous", "description", "features", "integer", "limits", "objectives", "structures")
 
     def __init__(self, objectives: Iterable[str], integer: bool, continuous: bool, structures: Iterable[str],
                  weights: bool = False, bounds: bool = False, linear_constraints: bool = False,

@@ -35,7 +35,7 @@ from hierdp.models.problem import Problem
 from hierdp.solvers._isotonic import continuous_runs, integer_runs
 from hierdp.solvers.base import Capabilities, Solution, Solver, SolverFailed, finish
 
-__all__ = ["ChainSolver", "ChainStructure", "chain_structure", "NotAChain"]
+__all__ = ["ChainSolver", "ChainStructure", "NotAChain", "chain_structure"]
 
 
 class NotAChain(ValueError):

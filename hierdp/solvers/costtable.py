@@ -28,7 +28,8 @@ from __future__ import annotations
 import hashlib
 import time
 import weakref
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -45,7 +46,7 @@ from hierdp.solvers._costtable_dp import (
 )
 from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, SolverFailed, Status, UnsupportedProblem, finish
 
-__all__ = ["CostTableSolver", "costtable_solve", "InfeasibleTree"]
+__all__ = ["CostTableSolver", "InfeasibleTree", "costtable_solve"]
 
 
 def _fingerprint(problem: Problem) -> bytes:

@@ -51,7 +51,8 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -342,7 +343,7 @@ def _chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, job: _Job)
     return res
 
 
-def _solve_batch(problem: Problem, subset: np.ndarray | None, job: _Job, runner: "_DirectRunner"
+def _solve_batch(problem: Problem, subset: np.ndarray | None, job: _Job, runner: _DirectRunner
                  ) -> tuple[_RunResult, np.ndarray]:
     """One batch: QP centre (integer L2), the model, the certificate and its fallback."""
     center = None
@@ -378,7 +379,7 @@ def _batch_certified(problem: Problem, full: np.ndarray, subset: np.ndarray | No
 
 
 def _direct_solver(problem: Problem, subset: np.ndarray | None, center: np.ndarray | None, job: _Job,
-                   runner: "_DirectRunner") -> Callable[[dict[str, Any]], tuple[_RunResult, np.ndarray]]:
+                   runner: _DirectRunner) -> Callable[[dict[str, Any]], tuple[_RunResult, np.ndarray]]:
     arr = model_arrays(problem, subset=subset, l2_center=center, anchors=job.anchors, shift=job.shift)
 
     def solve(settings: dict[str, Any]) -> tuple[_RunResult, np.ndarray]:
@@ -479,7 +480,7 @@ def _status_of(model_status: Any) -> Status:
 _LOCAL = threading.local()
 
 
-def _runner(threads: int | None) -> "_DirectRunner":
+def _runner(threads: int | None) -> _DirectRunner:
     """This thread's reused ``Highs`` object: creating one per batch costs ~2x on small batches,
     and one object must not be shared between threads (executors)."""
     r = getattr(_LOCAL, "runner", None)

@@ -56,7 +56,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hierdp._segments import (  # noqa: F401  (check_groups & co. were defined here; kept importable)
+from hierdp._segments import (
     MAX_MAGNITUDE,
     MAX_REAL_MAGNITUDE,
     ULPS as _ULPS,

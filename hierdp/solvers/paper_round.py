@@ -27,7 +27,7 @@ from hierdp._segments import MAX_REAL_MAGNITUDE
 from hierdp.models.problem import Problem
 from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, UnsupportedProblem
 
-__all__ = ["paper_round_batch", "PaperRoundSolver"]
+__all__ = ["PaperRoundSolver", "paper_round_batch"]
 
 
 def _rank_within_groups(group: np.ndarray, sort_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

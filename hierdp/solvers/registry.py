@@ -15,7 +15,8 @@ from __future__ import annotations
 import importlib
 import time
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 

@@ -26,14 +26,28 @@ Spine.bypass = bypass  # type: ignore[attr-defined]
 Spine.optimize_block_groups = optimize_block_groups  # type: ignore[attr-defined]
 Spine.optimize_tract_groups = optimize_tract_groups  # type: ignore[attr-defined]
 
-__all__ = ["Spine", "SpineError", "Entities", "OsedTable", "osed", "osed_table", "bypass",
-           "bypass_condition_paper", "bypass_condition_exact", "optimize_block_groups", "optimize_tract_groups",
-           "block_group_max_size", "lex_not_worse", "as_fraction", "parse_proportions"]
+__all__ = [
+           "Entities",
+           "OsedTable",
+           "Spine",
+           "SpineError",
+           "as_fraction",
+           "block_group_max_size",
+           "bypass",
+           "bypass_condition_exact",
+           "bypass_condition_paper",
+           "lex_not_worse",
+           "optimize_block_groups",
+           "optimize_tract_groups",
+           "osed",
+           "osed_table",
+           "parse_proportions",
+]
 
-from hierdp.spines.matrices import entity_rows, spine_matrix, strategy, wls_variance, workload  # noqa: E402
+from hierdp.spines.matrices import entity_rows, spine_matrix, strategy, wls_variance, workload
 
-__all__ += ["spine_matrix", "workload", "strategy", "wls_variance", "entity_rows"]
-from hierdp.spines.variance import (  # noqa: E402
+__all__ += ["entity_rows", "spine_matrix", "strategy", "wls_variance", "workload"]
+from hierdp.spines.variance import (
     geounit_covariances,
     geounit_query_variances,
     geounit_variance_factors,

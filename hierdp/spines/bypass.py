@@ -31,7 +31,7 @@ Every comparison is exact (integer numerators over the spine's common denominato
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -103,7 +104,7 @@ class _Ops:
 
     items: tuple[str, ...] = ()
 
-    def plus(self, text: str) -> "_Ops":
+    def plus(self, text: str) -> _Ops:
         return _Ops(self.items + (text,))
 
 
@@ -139,7 +140,7 @@ class Spine:
     @classmethod
     def from_arrays(cls, level_names: Sequence[str], names: Sequence[Any], parent: Sequence[int],
                     proportions: Mapping[str, Any] | Sequence[Any], *, gamma: Sequence[Any] | None = None,
-                    base: Iterable[Any] | None = None, check: bool = True) -> "Spine":
+                    base: Iterable[Any] | None = None, check: bool = True) -> Spine:
         """A spine from a parent array (any node order; it is put in level order).
 
         Args:
@@ -218,7 +219,7 @@ class Spine:
 
     @classmethod
     def from_frame(cls, frame: Any, levels: Sequence[str], proportions: Mapping[str, Any] | Sequence[Any], *,
-                   root: str = "root", root_level: str | None = None, base: Iterable[Any] | None = None) -> "Spine":
+                   root: str = "root", root_level: str | None = None, base: Iterable[Any] | None = None) -> Spine:
         """A spine from one row per block and one column per geolevel below the root.
 
         ``levels`` names the columns from the coarsest geolevel below the root to the block id
@@ -396,7 +397,7 @@ class Spine:
             raise SpineError(f"{what}: unknown block {ids[np.flatnonzero(pos < 0)[0]]!r} (not a block of the spine)")
         return pos.astype(np.int64)
 
-    def summary(self) -> "Any":
+    def summary(self) -> Any:
         """One row per geolevel: geounits, measured geounits, fanout (max, mean), β, γ range."""
         import pandas as pd
 
@@ -472,7 +473,7 @@ class Spine:
 
     def with_arrays(self, names: np.ndarray, parent: np.ndarray, level: np.ndarray, gamma_num: np.ndarray,
                     operation: str, *, level_names: Sequence[str] | None = None,
-                    proportions: Sequence[Fraction] | None = None) -> "Spine":
+                    proportions: Sequence[Fraction] | None = None) -> Spine:
         """A new spine from level-ordered arrays (internal rebuilds); runs the Theorem 3 check."""
         level = np.asarray(level, np.int64)
         if np.any(np.diff(level) < 0):

@@ -11,7 +11,8 @@ splits optimized block groups (paper 003 notes, A9).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -83,7 +84,7 @@ class Entities:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_sets(cls, spine: Spine, sets: Mapping[Any, Iterable[Any]]) -> "Entities":
+    def from_sets(cls, spine: Spine, sets: Mapping[Any, Iterable[Any]]) -> Entities:
         """Entities from ``{name: block ids}``; unknown block ids are refused naming the entity."""
         names, ptr, parts = [], [0], []
         for name, ids in sets.items():
@@ -97,7 +98,7 @@ class Entities:
 
     @classmethod
     def from_columns(cls, spine: Spine, frame: Any, block: str, categories: Sequence[str], *,
-                     outside: Any = None) -> "Entities":
+                     outside: Any = None) -> Entities:
         """Entities from block-level columns, one category (partition) per column.
 
         Args:
@@ -144,7 +145,7 @@ class Entities:
                    spine.n_blocks, np.asarray(cat, dtype=object), codes)
 
     @classmethod
-    def coerce(cls, spine: Spine, entities: "Entities | Mapping[Any, Iterable[Any]]") -> "Entities":
+    def coerce(cls, spine: Spine, entities: Entities | Mapping[Any, Iterable[Any]]) -> Entities:
         """``entities`` as :class:`Entities` of ``spine`` (a mapping is read with :meth:`from_sets`)."""
         if isinstance(entities, Entities):
             if entities.n_blocks != spine.n_blocks:
@@ -154,7 +155,7 @@ class Entities:
             return cls.from_sets(spine, entities)
         raise SpineError("entities must be an Entities object or a mapping name -> block ids")
 
-    def remap(self, old: Spine, new: Spine) -> "Entities":
+    def remap(self, old: Spine, new: Spine) -> Entities:
         """The same entities over ``new``'s block order (blocks matched by id)."""
         pos = new.block_positions(old.block_names, what="entities")  # old position -> new position
         blocks = pos[self.blocks]

@@ -18,13 +18,14 @@ increases any query's variance (and that the difference of the variance matrices
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from hierdp.spines.core import Spine, SpineError, as_fraction
 
-__all__ = ["spine_matrix", "workload", "strategy", "wls_variance", "entity_rows"]
+__all__ = ["entity_rows", "spine_matrix", "strategy", "wls_variance", "workload"]
 
 
 def spine_matrix(spine: Spine, *, measured_only: bool = False) -> Any:

@@ -29,7 +29,7 @@ import numpy as np
 from hierdp.spines.core import Spine
 from hierdp.spines.entities import Entities
 
-__all__ = ["OsedTable", "osed_table", "osed"]
+__all__ = ["OsedTable", "osed", "osed_table"]
 
 
 @dataclass(frozen=True)

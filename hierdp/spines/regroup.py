@@ -38,7 +38,7 @@ from hierdp.spines.core import Spine, SpineError
 from hierdp.spines.entities import Entities
 from hierdp.spines.osed import osed_table
 
-__all__ = ["optimize_block_groups", "optimize_tract_groups", "block_group_max_size", "lex_not_worse"]
+__all__ = ["block_group_max_size", "lex_not_worse", "optimize_block_groups", "optimize_tract_groups"]
 
 
 def block_group_max_size(n_blocks: np.ndarray, fanout_cutoff: int, size_rule: str = "production") -> np.ndarray:
@@ -212,7 +212,7 @@ def optimize_tract_groups(spine: Spine, entities: Entities | Any, *, county_leve
 
 def _group_county(county: int, tracts: np.ndarray, e_t: np.ndarray, u_t: np.ndarray, c_t: np.ndarray,
                   cc_t: np.ndarray, fanout_cutoff: int, threshold: int | None, premerge: bool,
-                  up: "_Ancestors | None") -> list[list[int]]:
+                  up: _Ancestors | None) -> list[list[int]]:
     """Tract groups of one county (lists of tract geounit indices)."""
     T = tracts.size
     cutoff = max(int(math.floor(math.sqrt(T) + fanout_cutoff)), 1)

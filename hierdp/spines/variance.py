@@ -28,14 +28,15 @@ spines.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from hierdp.spines.core import Spine, SpineError, as_fraction
 from hierdp.spines.matrices import _noise_variance
 
-__all__ = ["geounit_variance_factors", "geounit_covariances", "geounit_query_variances", "unit_information"]
+__all__ = ["geounit_covariances", "geounit_query_variances", "geounit_variance_factors", "unit_information"]
 
 
 def geounit_variance_factors(spine: Spine, calculus: str = "zcdp") -> np.ndarray:

@@ -10,5 +10,11 @@ from hierdp.mechanisms.census.mechanism import CensusTopDown, SpineHistograms
 from hierdp.mechanisms.census.problems import LevelChunk, continuous_problem, rounding_problem
 from hierdp.mechanisms.census.strategy import QueryStrategy
 
-__all__ = ["CensusTopDown", "SpineHistograms", "QueryStrategy", "LevelChunk", "continuous_problem",
-           "rounding_problem"]
+__all__ = [
+           "CensusTopDown",
+           "LevelChunk",
+           "QueryStrategy",
+           "SpineHistograms",
+           "continuous_problem",
+           "rounding_problem",
+]

@@ -40,8 +40,14 @@ import numpy as np
 
 from hierdp.mechanisms.census.problems import LevelChunk
 
-__all__ = ["FastWLSResult", "child_information", "wls_fast", "round_cells_fast", "FEASIBILITY_RTOL",
-           "STATIONARITY_RTOL"]
+__all__ = [
+    "FEASIBILITY_RTOL",
+    "STATIONARITY_RTOL",
+    "FastWLSResult",
+    "child_information",
+    "round_cells_fast",
+    "wls_fast",
+]
 
 #: primal feasibility tolerance, relative to max(1, |parent values|)
 FEASIBILITY_RTOL = 1e-9

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import time
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -207,7 +208,7 @@ class CensusTopDown(Mechanism):
     @property
     def solver_name(self) -> str:
         """``"<continuous solver>+<rounder>"``."""
-        name = lambda s: s if isinstance(s, str) else getattr(s, "name", str(s))  # noqa: E731
+        name = lambda s: s if isinstance(s, str) else getattr(s, "name", str(s))
         return f"{name(self.solver)}+{name(self.rounder)}"
 
     def params(self) -> dict[str, Any]:
@@ -440,7 +441,7 @@ class CensusTopDown(Mechanism):
         for s in range(0, P, self.chunk_parents):
             keep = np.zeros(P, bool)
             keep[s:s + self.chunk_parents] = True
-            sub, kids = chunk.subset(keep) if P > self.chunk_parents else (chunk, np.arange(C))
+            sub, kids = chunk.subset(keep) if self.chunk_parents < P else (chunk, np.arange(C))
             out[kids] = self._solve_stage(sub, parent_ids[keep], stage, None if xhat is None else xhat[kids])
         return out if stage == "continuous" else np.rint(out).astype(np.int64)
 
@@ -516,7 +517,7 @@ class CensusTopDown(Mechanism):
             chunk = self._chunk(est[ps], local, kids, noisy, det, groups, mats, totals, spine.n)
             est[kids] = self._solve_chunk(chunk, ps)
 
-    def _aborted(self, ctx: Any, spine: Spine, lev: int, failed: "_ParentFailed") -> ReleaseAborted:
+    def _aborted(self, ctx: Any, spine: Spine, lev: int, failed: _ParentFailed) -> ReleaseAborted:
         shown = [str(spine.names[p]) for p in failed.parents[:5]]
         more = f" and {len(failed.parents) - 5} more" if len(failed.parents) > 5 else ""
         msg = (f"{self.name} aborted at geolevel {lev} ({spine.level_names[lev]}), {failed.stage} stage, parent "

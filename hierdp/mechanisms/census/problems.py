@@ -63,7 +63,7 @@ class LevelChunk:
         """``(P, C, K)``."""
         return self.parent_values.shape[0], self.child_parent.size, self.targets.shape[1]
 
-    def subset(self, parents: np.ndarray) -> tuple["LevelChunk", np.ndarray]:
+    def subset(self, parents: np.ndarray) -> tuple[LevelChunk, np.ndarray]:
         """The chunk of the parents where the bool mask ``parents`` holds, and the indices of their
         children in this chunk (parents renumbered in order)."""
         keep = np.asarray(parents, bool)

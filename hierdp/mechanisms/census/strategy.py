@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class QueryStrategy:
 
     @classmethod
     def marginals(cls, shape: Sequence[int], groups: Mapping[str, Sequence[int]] | None = None,
-                  shares: Mapping[str, Any] | None = None) -> "QueryStrategy":
+                  shares: Mapping[str, Any] | None = None) -> QueryStrategy:
         """A strategy with the total, every one-way and two-way marginal and the detailed cells
         (default groups) and equal shares (default)."""
         shape = tuple(int(s) for s in shape)

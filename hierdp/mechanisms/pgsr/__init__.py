@@ -24,5 +24,16 @@ from hierdp.mechanisms.pgsr.mechanisms import (
 )
 from hierdp.mechanisms.pgsr.unit import GroupSizeUnit
 
-__all__ = ["MH", "MDP", "MHC", "CumulativeDP", "ChainDP", "GroupSizeTopDown", "GroupSizeMechanism",
-           "GroupSizeUnit", "chain_problem", "cumulative_problem", "prefix_problem"]
+__all__ = [
+    "MDP",
+    "MH",
+    "MHC",
+    "ChainDP",
+    "CumulativeDP",
+    "GroupSizeMechanism",
+    "GroupSizeTopDown",
+    "GroupSizeUnit",
+    "chain_problem",
+    "cumulative_problem",
+    "prefix_problem",
+]

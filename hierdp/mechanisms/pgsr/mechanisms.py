@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -59,8 +60,17 @@ from hierdp.privacy.domain import ObservedDomainError
 from hierdp.release import Accounting
 from hierdp.release.histogram import NodeHistogramRelease
 
-__all__ = ["GroupSizeMechanism", "MH", "MDP", "MHC", "CumulativeDP", "ChainDP", "GroupSizeTopDown",
-           "REGION_TOTALS_ASSUMPTION", "chain_target_variances"]
+__all__ = [
+    "MDP",
+    "MH",
+    "MHC",
+    "REGION_TOTALS_ASSUMPTION",
+    "ChainDP",
+    "CumulativeDP",
+    "GroupSizeMechanism",
+    "GroupSizeTopDown",
+    "chain_target_variances",
+]
 
 REGION_TOTALS_ASSUMPTION = "per-region group totals G_r are public (invariant under the neighbour relation)"
 

@@ -15,8 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cumulative", "inverse_cumulative", "level_vectors", "chain_targets_from_region_cumulatives",
-           "chain_to_histograms", "round_half_up"]
+__all__ = [
+    "chain_targets_from_region_cumulatives",
+    "chain_to_histograms",
+    "cumulative",
+    "inverse_cumulative",
+    "level_vectors",
+    "round_half_up",
+]
 
 
 def cumulative(by_size: np.ndarray) -> np.ndarray:

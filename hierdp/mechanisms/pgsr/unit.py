@@ -31,7 +31,7 @@ from typing import Any
 
 from hierdp.privacy.unit import PrivacyUnit
 
-__all__ = ["GroupSizeUnit", "HISTOGRAM_L1", "CUMULATIVE_L1", "level_vector_l1"]
+__all__ = ["CUMULATIVE_L1", "HISTOGRAM_L1", "GroupSizeUnit", "level_vector_l1"]
 
 #: Lemma 4: L1 sensitivity of a level's histograms
 HISTOGRAM_L1 = 2

@@ -28,7 +28,23 @@ from hierdp.mechanisms.safetab.mechanism import (
     safetab,
 )
 
-__all__ = ["SafeTab", "safetab", "PopulationGroupLevel", "SafeTabRelease", "SafeTabError", "StabilityError",
-           "AGE_BINS", "TABULATIONS", "SafeTabAccounting", "safetab_accounting", "level_budgets_for_moe",
-           "rdp_curve_geometric_levels", "NOISES", "PAPER_ALPHAS", "consistent_totals", "geography_entities",
-           "population_groups", "race_iterations"]
+__all__ = [
+    "AGE_BINS",
+    "NOISES",
+    "PAPER_ALPHAS",
+    "TABULATIONS",
+    "PopulationGroupLevel",
+    "SafeTab",
+    "SafeTabAccounting",
+    "SafeTabError",
+    "SafeTabRelease",
+    "StabilityError",
+    "consistent_totals",
+    "geography_entities",
+    "level_budgets_for_moe",
+    "population_groups",
+    "race_iterations",
+    "rdp_curve_geometric_levels",
+    "safetab",
+    "safetab_accounting",
+]

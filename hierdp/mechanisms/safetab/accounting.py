@@ -26,7 +26,8 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cached_property
-from typing import Callable, Literal, Sequence
+from typing import Literal
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -39,8 +40,16 @@ from hierdp.privacy.spec import Guarantee, implied_guarantees
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release.accounting import Accounting
 
-__all__ = ["NOISES", "PAPER_ALPHAS", "SafeTabAccounting", "safetab_accounting",
-           "level_budgets_for_moe", "rdp_curve_geometric_levels", "level_zcdp", "SAFETAB_UNIT"]
+__all__ = [
+    "NOISES",
+    "PAPER_ALPHAS",
+    "SAFETAB_UNIT",
+    "SafeTabAccounting",
+    "level_budgets_for_moe",
+    "level_zcdp",
+    "rdp_curve_geometric_levels",
+    "safetab_accounting",
+]
 
 #: SafeTab's privacy unit (paper 004 §2): one person's record added or removed.
 SAFETAB_UNIT = PrivacyUnit(bounded=False, contributions=1, record="record")

@@ -22,7 +22,7 @@ import pandas as pd
 
 from hierdp.mechanisms.safetab.mechanism import SafeTabError
 
-__all__ = ["geography_entities", "race_iterations", "population_groups", "consistent_totals"]
+__all__ = ["consistent_totals", "geography_entities", "population_groups", "race_iterations"]
 
 
 def geography_entities(df: pd.DataFrame, hierarchy: Any, level: int | str) -> pd.Series:

@@ -68,8 +68,16 @@ from hierdp.privacy.samplers import discrete_gaussian, discrete_laplace
 from hierdp.privacy.spec import PrivacySpec
 from hierdp.release.table import TableRelease
 
-__all__ = ["SafeTab", "SafeTabError", "PopulationGroupLevel", "SafeTabRelease", "safetab",
-           "AGE_BINS", "TABULATIONS", "StabilityError"]
+__all__ = [
+    "AGE_BINS",
+    "TABULATIONS",
+    "PopulationGroupLevel",
+    "SafeTab",
+    "SafeTabError",
+    "SafeTabRelease",
+    "StabilityError",
+    "safetab",
+]
 
 #: Age bin lower edges of the Census Sex x Age tables (last bin open-ended).
 AGE_BINS: dict[str, tuple[int, ...]] = {

@@ -15,4 +15,4 @@ Every mechanism takes a :class:`~hierdp.hierarchy.spatial.SpatialGrid` and retur
 from hierdp.mechanisms.spatial.baselines import AG, UG, Identity, KdTree, Privelet, QuadTree, Uniform
 from hierdp.mechanisms.spatial.htf import HTF
 
-__all__ = ["HTF", "Identity", "Uniform", "UG", "AG", "QuadTree", "KdTree", "Privelet"]
+__all__ = ["AG", "HTF", "UG", "Identity", "KdTree", "Privelet", "QuadTree", "Uniform"]

@@ -19,8 +19,17 @@ from hierdp.privacy.calibration import delivered_epsilon, laplace_scale
 from hierdp.release.accounting import Accounting
 from hierdp.release.spatial import SpatialRelease, SpatialTree
 
-__all__ = ["as_grid", "pure", "exact_fraction", "check_positive_int", "check_fraction_param", "SpatialMechanism",
-           "floor_log2", "Timer", "discrete_laplace_variance"]
+__all__ = [
+    "SpatialMechanism",
+    "Timer",
+    "as_grid",
+    "check_fraction_param",
+    "check_positive_int",
+    "discrete_laplace_variance",
+    "exact_fraction",
+    "floor_log2",
+    "pure",
+]
 
 
 def as_grid(data: Any) -> Any:
@@ -100,11 +109,11 @@ class Timer:
         self._phase = ""
         self._t0 = 0.0
 
-    def __call__(self, phase: str) -> "Timer":
+    def __call__(self, phase: str) -> Timer:
         self._phase = phase
         return self
 
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         self._t0 = time.perf_counter()
         return self
 

@@ -63,8 +63,21 @@ from hierdp.hierarchy.spatial import rect_sums
 from hierdp.privacy import samplers
 from hierdp.release.spatial import SpatialRelease, SpatialTree
 
-__all__ = ["Identity", "Uniform", "UG", "AG", "QuadTree", "KdTree", "Privelet", "haar_forward", "haar_inverse",
-           "grid_edges", "ug_grid_size", "ag_level1_size", "ag_level2_size"]
+__all__ = [
+    "AG",
+    "UG",
+    "Identity",
+    "KdTree",
+    "Privelet",
+    "QuadTree",
+    "Uniform",
+    "ag_level1_size",
+    "ag_level2_size",
+    "grid_edges",
+    "haar_forward",
+    "haar_inverse",
+    "ug_grid_size",
+]
 
 _N_ASSUMPTION = "the number of points N is assumed public (used to size the grid; eps_n=0)"
 

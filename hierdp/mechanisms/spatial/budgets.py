@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from hierdp.privacy.errors import PrivacyParameterError
 
-__all__ = ["geometric_level_budgets", "uniform_level_budgets", "geometric_shares_float", "path_remainders"]
+__all__ = ["geometric_level_budgets", "geometric_shares_float", "path_remainders", "uniform_level_budgets"]
 
 _BITS = 60
 

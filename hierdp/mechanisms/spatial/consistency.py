@@ -19,7 +19,7 @@ import numpy as np
 from hierdp.models.problem import Problem
 from hierdp.solvers import registry as solver_registry
 
-__all__ = ["tree_problem", "consistent_tree", "check_consistency_solver"]
+__all__ = ["check_consistency_solver", "consistent_tree", "tree_problem"]
 
 
 def tree_problem(parent: np.ndarray, noisy: np.ndarray, variances: np.ndarray, *, integer: bool = False,

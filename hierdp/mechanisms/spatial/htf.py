@@ -71,7 +71,7 @@ from hierdp.mechanisms.spatial.objective import (
 from hierdp.privacy import samplers
 from hierdp.release.spatial import SpatialRelease
 
-__all__ = ["HTF", "alg1_search", "estimate_height", "LevelProbe", "cell_offsets"]
+__all__ = ["HTF", "LevelProbe", "alg1_search", "cell_offsets", "estimate_height"]
 
 #: per-level partition budget of the paper's experiments (Fig. 3 uses 5e-4 and 1e-3)
 DEFAULT_EPS_PRT_PER_LEVEL = 5e-4

@@ -29,8 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["split_cost_terms_all", "split_objective_all", "probe_cost_terms", "gridded_objective",
-           "INT64_SAFE"]
+__all__ = [
+    "INT64_SAFE",
+    "gridded_objective",
+    "probe_cost_terms",
+    "split_cost_terms_all",
+    "split_objective_all",
+]
 
 #: bound on |value| for int64 intermediate products here (2^62: room for one addition)
 INT64_SAFE = 2 ** 62

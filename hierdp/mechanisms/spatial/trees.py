@@ -18,14 +18,15 @@ A tree is held as flat arrays in level order (parents before children): ``parent
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
 from hierdp.hierarchy.spatial import rect_sums
 from hierdp.privacy.rng import SecureRandom
 
-__all__ = ["build_tree", "quad_split", "midpoint_split", "median_split", "exponential_median"]
+__all__ = ["build_tree", "exponential_median", "median_split", "midpoint_split", "quad_split"]
 
 Split = Callable[[int, np.ndarray], tuple[np.ndarray, np.ndarray]]
 

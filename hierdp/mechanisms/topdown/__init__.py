@@ -23,7 +23,27 @@ from hierdp.mechanisms.topdown.tda import TDA
 from hierdp.privacy.spec import PrivacySpec, guarantee_text
 from hierdp.privacy.unit import level_sensitivity_sq
 
-__all__ = ["InfTDA", "TDA", "TopDownMechanism", "VanillaGauss", "StabilityHistogram", "SH", "UniverseTooLarge",
-           "sh_threshold", "LevelSolver", "check_level_solver", "NoiseModel", "DiscreteGaussianNoise",
-           "GeometricNoise", "BudgetPlan", "UniformPlan", "ProportionsPlan", "GeometricPlan", "PerNodePlan",
-           "DEFAULT_SOLVERS", "PrivacySpec", "guarantee_text", "level_sensitivity_sq"]
+__all__ = [
+           "DEFAULT_SOLVERS",
+           "SH",
+           "TDA",
+           "BudgetPlan",
+           "DiscreteGaussianNoise",
+           "GeometricNoise",
+           "GeometricPlan",
+           "InfTDA",
+           "LevelSolver",
+           "NoiseModel",
+           "PerNodePlan",
+           "PrivacySpec",
+           "ProportionsPlan",
+           "StabilityHistogram",
+           "TopDownMechanism",
+           "UniformPlan",
+           "UniverseTooLarge",
+           "VanillaGauss",
+           "check_level_solver",
+           "guarantee_text",
+           "level_sensitivity_sq",
+           "sh_threshold",
+]

@@ -38,7 +38,7 @@ from hierdp.privacy.calibration import exact, gaussian_sigma2, laplace_scale
 from hierdp.privacy.unit import PrivacyUnit, check_contributions
 from hierdp.release import Accounting, ReleaseLevel, TreeRelease
 
-__all__ = ["VanillaGauss", "StabilityHistogram", "SH", "UniverseTooLarge", "sh_threshold"]
+__all__ = ["SH", "StabilityHistogram", "UniverseTooLarge", "VanillaGauss", "sh_threshold"]
 
 
 class UniverseTooLarge(HierdpError, ValueError):

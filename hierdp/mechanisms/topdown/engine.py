@@ -48,7 +48,7 @@ from hierdp.privacy.counter_noise import CounterRandom
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release import Accounting, ReleaseLevel, TreeRelease
 
-__all__ = ["TopDownMechanism", "DEFAULT_SOLVERS", "ChunkResult", "merge_level_stats", "level_randomness"]
+__all__ = ["DEFAULT_SOLVERS", "ChunkResult", "TopDownMechanism", "level_randomness", "merge_level_stats"]
 
 #: the default level solver per objective: the exact fast paths
 DEFAULT_SOLVERS = {"linf": "intopt", "l2": "projection", "l1": "highs"}
@@ -147,7 +147,7 @@ class TopDownMechanism(Mechanism):
         self.objective = objective
         self.level_solver = self._make_level_solver(solver, solver_options, time_limit, integer)
 
-    def set_engine(self, engine: Any = None, executor: Any = None) -> "TopDownMechanism":
+    def set_engine(self, engine: Any = None, executor: Any = None) -> TopDownMechanism:
         """Choose where levels run (see ``engine=`` / ``executor=``); returns ``self``.
 
         Raises:
@@ -447,7 +447,7 @@ class TopDownMechanism(Mechanism):
         return source
 
     def _release_root(self, tree: TopDownTree, ctx: RunContext, parts: dict[int, Budget],
-                      params: dict[int, Any], sens: dict[int, int], state: "_RunState", source: Any = None) -> None:
+                      params: dict[int, Any], sens: dict[int, int], state: _RunState, source: Any = None) -> None:
         t0 = time.perf_counter()
         name = state.names[0]
         if self.unit.bounded:
@@ -477,7 +477,7 @@ class TopDownMechanism(Mechanism):
         state.stats.append({"released": 1})
 
     def _spend_level(self, ctx: RunContext, L: int, name: str, part: Budget, param: float | None, sens: int,
-                     state: "_RunState", label: str | None = None) -> None:
+                     state: _RunState, label: str | None = None) -> None:
         """Record level L's spend (before its noise) and its line in the per-level table."""
         noise = self.noise
         details: dict[str, Any] = {"noise": noise.name, noise.sensitivity_name: noise.sensitivity_value(sens)}
@@ -496,7 +496,7 @@ class TopDownMechanism(Mechanism):
         ctx.spend(part, label or f"level {L} ({name})", **details)
         state.per_level.append(item)
 
-    def _accounting(self, ctx: RunContext, state: "_RunState", partial: bool) -> Accounting:
+    def _accounting(self, ctx: RunContext, state: _RunState, partial: bool) -> Accounting:
         sens_values = [it[self.noise.sensitivity_name] for it in state.per_level if self.noise.sensitivity_name in it]
         details: dict[str, Any] = {
             "per_level": state.per_level, "split": self.plan.describe(len(sens_values)), "noise": self.noise.name,
@@ -509,14 +509,14 @@ class TopDownMechanism(Mechanism):
                           conversion=self.spec.conversion if self.spec.epsilon_target is not None else None,
                           epsilon_target=self.spec.epsilon_target, details=details)
 
-    def _make_release(self, tree: TopDownTree, ctx: RunContext, state: "_RunState", partial: bool) -> TreeRelease:
+    def _make_release(self, tree: TopDownTree, ctx: RunContext, state: _RunState, partial: bool) -> TreeRelease:
         n = len(state.levels)
         return TreeRelease(list(state.levels), list(state.names[:n]), self.name, self.solver_name,
                            self._accounting(ctx, state, partial), list(state.timings), list(state.stats),
                            namer=getattr(tree, "namer", None), params={**self.params(), "randomness": ctx.randomness},
                            partial=partial)
 
-    def _aborted(self, tree: TopDownTree, ctx: RunContext, state: "_RunState", L: int, cause: BaseException,
+    def _aborted(self, tree: TopDownTree, ctx: RunContext, state: _RunState, L: int, cause: BaseException,
                  parent_keys: np.ndarray | None) -> ReleaseAborted:
         partial = self._make_release(tree, ctx, state, partial=True)
         where = ""

@@ -23,7 +23,7 @@ from hierdp.privacy import calibration, samplers
 from hierdp.privacy.errors import PrivacyParameterError
 from hierdp.privacy.unit import PrivacyUnit
 
-__all__ = ["NoiseModel", "DiscreteGaussianNoise", "GeometricNoise", "noise_model"]
+__all__ = ["DiscreteGaussianNoise", "GeometricNoise", "NoiseModel", "noise_model"]
 
 
 class NoiseModel(ABC):

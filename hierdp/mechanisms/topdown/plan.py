@@ -23,14 +23,14 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from fractions import Fraction
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from hierdp.mechanisms.base import MechanismParameterError
 from hierdp.privacy.budget import Budget
 
-__all__ = ["BudgetPlan", "UniformPlan", "ProportionsPlan", "GeometricPlan", "PerNodePlan", "budget_plan"]
+__all__ = ["BudgetPlan", "GeometricPlan", "PerNodePlan", "ProportionsPlan", "UniformPlan", "budget_plan"]
 
 
 class BudgetPlan(ABC):
