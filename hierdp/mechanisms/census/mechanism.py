@@ -45,7 +45,7 @@ from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAb
 from hierdp.mechanisms.census.fastpath import round_cells_fast, wls_fast
 from hierdp.mechanisms.census.problems import LevelChunk, continuous_problem, rounding_problem
 from hierdp.mechanisms.census.strategy import QueryStrategy
-from hierdp.mechanisms.topdown.noise import NoiseModel, noise_model
+from hierdp.privacy.noise import NoiseModel, noise_model
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact
 from hierdp.privacy.unit import PrivacyUnit

@@ -17,7 +17,7 @@ from hierdp.mechanisms.topdown.baselines import SH, StabilityHistogram, Universe
 from hierdp.mechanisms.topdown.engine import DEFAULT_SOLVERS, TopDownMechanism
 from hierdp.mechanisms.topdown.inftda import InfTDA
 from hierdp.mechanisms.topdown.level_solver import LevelSolver, check_level_solver
-from hierdp.mechanisms.topdown.noise import DiscreteGaussianNoise, GeometricNoise, NoiseModel
+from hierdp.privacy.noise import DiscreteGaussianNoise, GeometricNoise, NoiseModel
 from hierdp.mechanisms.topdown.plan import BudgetPlan, GeometricPlan, PerNodePlan, ProportionsPlan, UniformPlan
 from hierdp.mechanisms.topdown.tda import TDA
 from hierdp.privacy.spec import PrivacySpec, guarantee_text

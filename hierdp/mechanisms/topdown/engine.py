@@ -40,7 +40,7 @@ import numpy as np
 from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
 from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted, RunContext
 from hierdp.mechanisms.topdown.level_solver import LevelSolver
-from hierdp.mechanisms.topdown.noise import NoiseModel, noise_model
+from hierdp.privacy.noise import NoiseModel, noise_model
 from hierdp.mechanisms.topdown.plan import BudgetPlan, PerNodePlan, budget_plan
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact
@@ -106,7 +106,7 @@ class TopDownMechanism(Mechanism):
         unit, bounded, contributions, distinct: the privacy unit
             (:class:`~hierdp.privacy.unit.PrivacyUnit`).
         noise: ``"discrete_gaussian"`` (default), ``"geometric"`` or a
-            :class:`~hierdp.mechanisms.topdown.noise.NoiseModel`.
+            :class:`~hierdp.privacy.noise.NoiseModel`.
         plan: ``"uniform"`` (default), ``"geometric"``, a list of proportions (one per measured
             level), or a :class:`~hierdp.mechanisms.topdown.plan.BudgetPlan`.
         objective: the level objective, ``"linf"``, ``"l2"`` or ``"l1"``.

@@ -7,7 +7,7 @@ from typing import Any
 from hierdp.mechanisms.base import MechanismParameterError
 from hierdp.mechanisms.topdown.engine import TopDownMechanism
 from hierdp.mechanisms.topdown.level_solver import LevelSolver, check_level_solver
-from hierdp.mechanisms.topdown.noise import NoiseModel
+from hierdp.privacy.noise import NoiseModel
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.unit import PrivacyUnit
 
