@@ -23,7 +23,7 @@ import pandas as pd
 
 from experiments.common import RESULTS, format_table, timed
 from hierdp.hierarchy.od import ODTree
-from hierdp.hierarchy.synthetic import italy_like_od
+from hierdp.datasets.flows import italy_like_od
 from hierdp.mechanisms import create
 from hierdp.solvers import solve_groups
 

@@ -1,6 +1,6 @@
 """Italy-scale benchmark of the TopDown mechanisms of paper 000 (issue 3).
 
-Data: :func:`hierdp.hierarchy.synthetic.italy_like_od` — 20 regions → 110 provinces → 8,000
+Data: :func:`hierdp.datasets.flows.italy_like_od` — 20 regions → 110 provinces → 8,000
 municipalities (64 million potential O/D pairs), 500,000 non-zero pairs, 28 million trips, flows
 concentrated near the origin (about a third of the trips stay in their municipality, most in their
 province), i.e. the scale of the paper's ISTAT commuting data at municipality level. The
@@ -55,7 +55,7 @@ import pandas as pd
 
 from experiments.common import RESULTS, format_table, peak_rss_mb
 from experiments.paper000_inftda.grid import build_mechanism
-from hierdp.hierarchy.synthetic import italy_like_od
+from hierdp.datasets.flows import italy_like_od
 
 
 # ---------------------------------------------------------------------------- per-node baseline

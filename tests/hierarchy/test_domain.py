@@ -19,7 +19,7 @@ import pytest
 
 from hierdp.datasets import world_cities_hierarchy
 from hierdp.hierarchy import Geography, Hierarchy, HierarchyError, ODTree, UnknownNodeError
-from hierdp.hierarchy.synthetic import random_partition, synthetic_od
+from hierdp.datasets.flows import random_partition, synthetic_od
 from hierdp.hierarchy.topdown_tree import as_topdown_tree
 from hierdp.mechanisms import InfTDA
 from hierdp.mechanisms.topdown.baselines import VanillaGauss

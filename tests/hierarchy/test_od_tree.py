@@ -201,7 +201,7 @@ def test_hierarchy_adapter_expand() -> None:
 def test_synthetic_generator_geography_with_whole_space_column() -> None:
     """A geography frame whose first column is the whole space (LEVEL0) gives 2g+1 levels, and
     trips + geography build the same tree as the authors' level layout."""
-    from hierdp.hierarchy.synthetic import binary_partition, synthetic_od
+    from hierdp.datasets.flows import binary_partition, synthetic_od
 
     part = binary_partition(4)
     syn = synthetic_od(part, zero_probability=0.9, seed=3)
