@@ -52,13 +52,13 @@ import numpy as np
 import pandas as pd
 
 from experiments.common import RESULTS
-from hierdp.mechanisms.safetab.accounting import (
+from hierdp.mechanisms.safetab.guarantee import (
     PAPER_ALPHAS,
     level_budgets_for_moe,
     rdp_curve_geometric_levels,
     safetab_accounting,
 )
-from hierdp.privacy.accounting import rdp_epsilon_term, zcdp_to_approx_dp
+from hierdp.privacy.conversions import rdp_epsilon_term, zcdp_to_approx_dp
 from hierdp.privacy.rdp_geometric import laplace_rdp
 
 

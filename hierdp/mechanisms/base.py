@@ -33,7 +33,7 @@ from typing import Any
 from collections.abc import Callable
 
 from hierdp.errors import HierdpError
-from hierdp.privacy.accounting import zcdp_to_approx_dp
+from hierdp.privacy.conversions import zcdp_to_approx_dp
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.domain import check_public_domain
 from hierdp.privacy.errors import BudgetExceeded, PrivacyParameterError

@@ -4,7 +4,7 @@
   ``secure=True`` for real releases) and :class:`SecureRandom`.
 * :mod:`~hierdp.privacy.samplers` - vectorized discrete Laplace / geometric, discrete Gaussian
   (exact CKS20 rejection sampler) and Laplace noise.
-* :mod:`~hierdp.privacy.accounting` - pure DP / zCDP / RDP / (eps, delta) conversions
+* :mod:`~hierdp.privacy.conversions` - pure DP / zCDP / RDP / (eps, delta) conversions
   (paper 004 eq. 6-8) and Gaussian / Laplace calibration.
 * :mod:`~hierdp.privacy.budget` - :class:`Budget` (immutable, composable, splittable) and
   :class:`Accountant` (a ledger that refuses overspending).
@@ -19,7 +19,7 @@
   :mod:`~hierdp.privacy.moe` - margins of error <-> noise parameters (Cor. 2, Cor. 4).
 """
 
-from hierdp.privacy.accounting import (
+from hierdp.privacy.conversions import (
     approx_dp_to_zcdp,
     check_delta,
     check_epsilon,

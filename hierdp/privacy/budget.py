@@ -19,7 +19,7 @@ from numbers import Real
 from typing import Any, Literal
 from collections.abc import Iterable
 
-from hierdp.privacy.accounting import (
+from hierdp.privacy.conversions import (
     Method,
     approx_dp_to_zcdp,
     check_delta,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from hierdp.privacy.accounting import (
+from hierdp.privacy.conversions import (
     check_delta,
     check_epsilon,
     check_rho,

@@ -2,13 +2,13 @@
 
 * :mod:`.mechanism` - :class:`SafeTab` (the mechanism) and :func:`safetab` (one call),
   :class:`PopulationGroupLevel`, :class:`SafeTabRelease`;
-* :mod:`.accounting` - its privacy in every calculus (exact RDP of the geometric mechanism), and
+* :mod:`.guarantee` - its privacy in every calculus (exact RDP of the geometric mechanism), and
   the MOE → budget calibration of App. F.1;
 * :mod:`.groups` - building population groups from geographies and race codes, and consistent
   post-processing of the totals over a geography.
 """
 
-from hierdp.mechanisms.safetab.accounting import (
+from hierdp.mechanisms.safetab.guarantee import (
     NOISES,
     PAPER_ALPHAS,
     SafeTabAccounting,

@@ -28,7 +28,7 @@ release then states as an assumption); otherwise the run is refused before any n
 :class:`~hierdp.release.TableRelease`) is a tidy frame, one row per released count: level, group,
 tabulation, cell, sex, age bin, noisy count, its margin of error at ``moe_level`` (exact discrete
 quantile of the noise actually added) - plus the release's accounting in every calculus
-(:mod:`hierdp.mechanisms.safetab.accounting`). Everything that can be wrong with the input
+(:mod:`hierdp.mechanisms.safetab.guarantee`). Everything that can be wrong with the input
 (budgets, thresholds, columns, group maps, declared stabilities, an accountant that cannot pay)
 raises before the first noise draw. Counts are not made consistent (the paper's "No
 Consistency"); :func:`hierdp.mechanisms.safetab.groups.consistent_totals` post-processes totals
@@ -50,13 +50,13 @@ import numpy as np
 import pandas as pd
 
 from hierdp.mechanisms.base import Mechanism, refuse_solver
-from hierdp.mechanisms.safetab.accounting import (
+from hierdp.mechanisms.safetab.guarantee import (
     NOISES,
     SafeTabAccounting,
     level_zcdp,
     safetab_accounting,
 )
-from hierdp.privacy.accounting import check_delta
+from hierdp.privacy.conversions import check_delta
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import delivered_epsilon, delivered_rho, gaussian_sigma2, laplace_scale
 from hierdp.privacy.domain import OBSERVED_DOMAIN_ASSUMPTION, ObservedDomainError, check_public_domain
@@ -430,7 +430,7 @@ class SafeTab(Mechanism):
         self.secure = bool(secure)
         parts = [Budget.pure(lv.budget) if self.noise == "geometric" else Budget.zcdp(lv.budget) for lv in self.levels]
         self.spec = PrivacySpec(budget=sum(parts), delta=self.delta, epsilon_target=None)
-        from hierdp.mechanisms.safetab.accounting import SAFETAB_UNIT
+        from hierdp.mechanisms.safetab.guarantee import SAFETAB_UNIT
 
         self.unit = SAFETAB_UNIT
 

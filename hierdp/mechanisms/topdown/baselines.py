@@ -32,7 +32,7 @@ from hierdp.errors import HierdpError
 from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
 from hierdp.mechanisms.base import Mechanism, MechanismParameterError, refuse_solver
 from hierdp.privacy import samplers
-from hierdp.privacy.accounting import check_delta, check_epsilon
+from hierdp.privacy.conversions import check_delta, check_epsilon
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact, gaussian_sigma2, laplace_scale
 from hierdp.privacy.unit import PrivacyUnit, check_contributions

@@ -16,13 +16,13 @@ from hierdp.mechanisms.safetab import (
     StabilityError,
     safetab,
 )
-from hierdp.mechanisms.safetab.accounting import (
+from hierdp.mechanisms.safetab.guarantee import (
     PAPER_ALPHAS,
     level_budgets_for_moe,
     rdp_curve_geometric_levels,
     safetab_accounting,
 )
-from hierdp.privacy.accounting import rdp_epsilon_term, zcdp_to_approx_dp
+from hierdp.privacy.conversions import rdp_epsilon_term, zcdp_to_approx_dp
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.errors import BudgetExceeded
 from hierdp.privacy.moe import discrete_gaussian_rho_for_moe, geometric_epsilon_for_moe

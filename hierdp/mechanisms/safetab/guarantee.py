@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from hierdp.privacy.accounting import rdp_epsilon_term, rdp_to_approx_dp, zcdp_to_approx_dp
+from hierdp.privacy.conversions import rdp_epsilon_term, rdp_to_approx_dp, zcdp_to_approx_dp
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
 from hierdp.privacy.moe import discrete_gaussian_rho_for_moe, geometric_epsilon_for_moe
