@@ -201,7 +201,7 @@ def inf_tda_release(df: pd.DataFrame) -> tuple[pd.Series | None, str]:
 
 def noise_comparison(tree: Hierarchy, repeats: int) -> None:
     """Counter-based against sequential seeded noise: one level's draws, and whole releases."""
-    from hierdp.mechanisms.topdown import engine as topdown_engine
+    from hierdp.mechanisms.topdown import mechanism as topdown_engine
     from hierdp.privacy import discrete_gaussian
     from hierdp.privacy.counter_noise import CounterRandom
 

@@ -27,7 +27,7 @@ _BUILTIN: dict[str, tuple[str, dict[str, Any], str]] = {
                 "VanillaGauss (paper 000 baseline): noisy leaves aggregated up"),
     "sh": ("hierdp.mechanisms.topdown.baselines:StabilityHistogram", {},
            "stability histogram (paper 000 Thm 8): thresholded Laplace leaves"),
-    "topdown": ("hierdp.mechanisms.topdown.engine:TopDownMechanism", {},
+    "topdown": ("hierdp.mechanisms.topdown.mechanism:TopDownMechanism", {},
                 "TopDown engine: any noise (discrete Gaussian / geometric), budget plan and level solver"),
     "census_topdown": ("hierdp.mechanisms.census.mechanism:CensusTopDown", {},
                        "Census-style TopDown over a spine (paper 003): histograms, query groups, WLS + rounder"),

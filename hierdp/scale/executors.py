@@ -51,7 +51,7 @@ DEFAULT_PARTITION_CHILDREN = 1 << 20
 #: platform has it, else "spawn"
 START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 #: what a forkserver imports before it forks workers
-PRELOAD = ["hierdp.mechanisms.topdown.engine", "hierdp.scale.executors", "hierdp.scale.checkpoint"]
+PRELOAD = ["hierdp.mechanisms.topdown.mechanism", "hierdp.scale.executors", "hierdp.scale.checkpoint"]
 
 
 def pool_context(method: str | None = None) -> Any:
@@ -231,7 +231,7 @@ class Session:
     def run_level(self, mech: Any, tree: Any, L: int, prev: Any, param: Any, sens: int, source: Any,
                   prev_paths: np.ndarray | None, stage_dir: Any = None) -> tuple[Any, dict[str, Any], Any, list | None]:
         """Level ``L + 1`` from the released level ``L`` (``prev``): ``(level, stats, paths, files)``."""
-        from hierdp.mechanisms.topdown.engine import merge_level_stats
+        from hierdp.mechanisms.topdown.mechanism import merge_level_stats
         from hierdp.release import ReleaseLevel
 
         alive = np.flatnonzero(prev.values > 0)

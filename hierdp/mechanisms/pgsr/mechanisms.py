@@ -682,7 +682,7 @@ class GroupSizeTopDown(GroupSizeMechanism):
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Accountant | None = None, progress: bool = False) -> NodeHistogramRelease:
         from hierdp.mechanisms.pgsr.topdown_tree import DPTopDownTree
-        from hierdp.mechanisms.topdown.engine import TopDownMechanism
+        from hierdp.mechanisms.topdown.mechanism import TopDownMechanism
 
         _check_count_of_counts(data, self.name)
         missing = getattr(data, "_missing_public", [])

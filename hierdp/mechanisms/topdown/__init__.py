@@ -14,7 +14,7 @@ from here (``PrivacySpec``, ``level_sensitivity_sq`` and ``guarantee_text`` now 
 """
 
 from hierdp.mechanisms.topdown.baselines import SH, StabilityHistogram, UniverseTooLarge, VanillaGauss, sh_threshold
-from hierdp.mechanisms.topdown.engine import DEFAULT_SOLVERS, TopDownMechanism
+from hierdp.mechanisms.topdown.mechanism import DEFAULT_SOLVERS, TopDownMechanism
 from hierdp.mechanisms.topdown.inftda import InfTDA
 from hierdp.mechanisms.topdown.level_solver import LevelSolver, check_level_solver
 from hierdp.privacy.noise import DiscreteGaussianNoise, GeometricNoise, NoiseModel

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hierdp.mechanisms.base import MechanismParameterError
-from hierdp.mechanisms.topdown.engine import TopDownMechanism
+from hierdp.mechanisms.topdown.mechanism import TopDownMechanism
 from hierdp.mechanisms.topdown.level_solver import LevelSolver, check_level_solver
 from hierdp.privacy.noise import NoiseModel
 from hierdp.privacy.budget import Budget
