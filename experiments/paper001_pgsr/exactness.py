@@ -13,9 +13,7 @@ Run: ``python -m experiments.paper001_pgsr.exactness [--tiny 300] [--small 300]`
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -24,8 +22,7 @@ from hierdp.datasets.group_sizes import random_count_of_counts
 from hierdp.mechanisms import create
 from hierdp.mechanisms.pgsr import MDP, MH, ChainDP, chain_problem
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from pgsr.pgsr_oracles import chain_coordinates, feasible_set, model1_bruteforce  # noqa: E402
+from experiments.paper001_pgsr.oracles import chain_coordinates, feasible_set, model1_bruteforce
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from pgsr.pgsr_oracles import postorder
+from experiments.paper001_pgsr.oracles import postorder
 
 from hierdp.datasets.group_sizes import random_count_of_counts
 from hierdp.hierarchy.count_of_counts import CountOfCounts, GroupSizeError

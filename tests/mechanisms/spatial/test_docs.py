@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "spatial.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "spatial.md"
 
 
 @pytest.mark.skipif(not DOC.exists(), reason="docs/ not present")

@@ -1,5 +1,5 @@
 """Group-size mechanisms: post-processing against brute force and general MIPs, release invariants,
-refusals before noise. Oracles: enumeration of Model 1's feasible set (pgsr_oracles), the HiGHS
+refusals before noise. Oracles: enumeration of Model 1's feasible set (experiments.paper001_pgsr.oracles), the HiGHS
 and CP-SAT exact MIPs, HiGHS QP for projections, loop-built chain coordinates and #CV counts."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-from pgsr.pgsr_oracles import chain_coordinates, feasible_set, model1_bruteforce
+from experiments.paper001_pgsr.oracles import chain_coordinates, feasible_set, model1_bruteforce
 
 import hierdp
 from hierdp.datasets.group_sizes import random_count_of_counts
