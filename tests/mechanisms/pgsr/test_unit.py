@@ -112,7 +112,7 @@ def test_chain_target_variances_match_the_linear_map_built_by_loops():
     """The chain's inverse-variance weights: each target is a linear map of independent noisy values;
     its variance is sum(coef^2) * var(one draw). The map is built here from the definition (the
     level-wide running sum in size-major order, with c_k = s_k - s_{k-1} per region)."""
-    from hierdp.mechanisms.pgsr.mechanisms import chain_target_variances
+    from hierdp.mechanisms.pgsr.problems import chain_target_variances
 
     level_ptr = np.array([0, 1, 3, 7])  # 1, 2 and 4 regions
     K = 3
