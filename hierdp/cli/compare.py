@@ -33,11 +33,9 @@ from hierdp.cli.io import (
     write_figure_atomic,
     write_table_atomic,
 )
-from hierdp.cli.release import (
-    _positive_float,
-    _split,
+from hierdp.cli.common import add_privacy_arguments, positive_float, split_columns
+from hierdp.cli.trees import (
     add_layout_arguments,
-    add_privacy_arguments,
     build_tree,
     check_domain_arguments,
     domain_text,
@@ -86,7 +84,7 @@ def add_compare_parser(subparsers: Any) -> None:
                    help="comma-separated solver names, each tried on every mechanism with a solver step "
                         "(default: each mechanism's own)")
     p.add_argument("--seeds", type=_seeds, default=list(range(5)), help="number of runs (default 5) or seeds 0,1,2")
-    p.add_argument("--time-limit", type=_positive_float, default=30.0, metavar="SECONDS",
+    p.add_argument("--time-limit", type=positive_float, default=30.0, metavar="SECONDS",
                    help="per-level limit of general solvers; a time-out is reported as a status (default 30)")
     add_privacy_arguments(p)
     add_layout_arguments(p)
@@ -116,8 +114,8 @@ def run_compare(args: argparse.Namespace) -> int:
     from hierdp.comparison import compare, summary
 
     console = Console("hierdp compare")
-    mechanisms = _split(args.mechanisms) or []
-    solvers = _split(args.solvers)
+    mechanisms = split_columns(args.mechanisms) or []
+    solvers = split_columns(args.solvers)
     _check_names(mechanisms, solvers)
     if (args.epsilon is None) and (args.rho is None):
         args.epsilon = 1.0

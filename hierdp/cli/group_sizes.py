@@ -32,15 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.console import finish_release, int_at_least, show_progress
+from hierdp.cli.common import positive_int, split_columns
+from hierdp.cli.console import finish_release, show_progress
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
 from hierdp.cli.layouts import GROUP_SIZE_MECHANISMS, check_layout_flags, check_mechanism_fits
 
 __all__ = ["GROUP_SIZE_MECHANISMS", "add_group_size_arguments", "run_group_sizes"]
-
-
-
-_positive_int = int_at_least(1, "positive")
 
 
 def add_group_size_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,17 +46,13 @@ def add_group_size_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--unit", help="column of group (unit) ids: one row per group with --size, else one per person")
     g.add_argument("--size", help="column of group sizes (positive integers); without it, rows per unit")
     g.add_argument("--person", help="one row per person: column of person ids (a person in two units is refused)")
-    g.add_argument("--max-size", type=_positive_int, default=None, metavar="K",
+    g.add_argument("--max-size", type=positive_int, default=None, metavar="K",
                    help="the public largest size K (cells 1..K)")
     g.add_argument("--observed-max-size-public", action="store_true",
                    help="no --max-size: state that the observed largest size is public (the release says so)")
     g.add_argument("--top-code", action="store_true", help="count sizes above --max-size in size K (else refused)")
     g.add_argument("--region-totals-public", action="store_true",
                    help="impose the public per-region group totals (general solvers only)")
-
-
-def _split(s: str | None) -> list[str]:
-    return [] if s is None else [c.strip() for c in s.split(",") if c.strip()]
 
 
 def _check_arguments(args: argparse.Namespace) -> str:
@@ -71,7 +64,7 @@ def _check_arguments(args: argparse.Namespace) -> str:
         raise CliError("the group-size layout needs --levels (the region columns, coarse to fine)")
     if args.size and args.person:
         raise CliError("give --size (one row per group) or --person (one row per person), not both")
-    cols = [args.unit, *(_split(args.levels))] + [c for c in (args.size, args.person) if c]
+    cols = [args.unit, *(split_columns(args.levels) or [])] + [c for c in (args.size, args.person) if c]
     dup = sorted({c for c in cols if cols.count(c) > 1})
     if dup:
         raise CliError(f"column {dup[0]!r} is given for two roles (--unit, --levels, --size, --person must differ)")
@@ -119,7 +112,7 @@ def _mechanism(args: argparse.Namespace, name: str) -> Any:
 def run_group_sizes(args: argparse.Namespace) -> int:
     """``hierdp release --unit ...``: checks, read, build, release, write (exit code 0)."""
     from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
-    from hierdp.cli.release import randomness_text
+    from hierdp.cli.common import randomness_text
     from hierdp.hierarchy.count_of_counts import CountOfCounts
 
     console = Console("hierdp release")
@@ -137,7 +130,7 @@ def run_group_sizes(args: argparse.Namespace) -> int:
     console.say(randomness_text(args.secure, seed, drawn))
     console.say(f"domain: regions declared by --geo {args.geo}" if args.geo else
                 "domain: regions read from the input rows and assumed public (--observed-domain-public)")
-    levels = _split(args.levels)
+    levels = split_columns(args.levels) or []
     written = False
     try:
         def work() -> tuple[Any, float, Any]:

@@ -6,7 +6,7 @@ import argparse
 import time
 
 from hierdp.cli.console import Console, show_progress
-from hierdp.cli.release import randomness_text
+from hierdp.cli.common import randomness_text
 
 __all__ = ["cmd_demo", "cmd_solvers"]
 

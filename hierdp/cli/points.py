@@ -293,7 +293,7 @@ def _frame(rel: Any, names: tuple[str, str]) -> Any:
 def run_points(args: argparse.Namespace) -> int:
     """``hierdp release --x/--y ...``: checks, read, bin, release, write (exit code 0)."""
     from hierdp.cli.console import EXIT_INTERRUPTED, Console, finish_release, run_interruptible, show_progress
-    from hierdp.cli.release import randomness_text
+    from hierdp.cli.common import randomness_text
 
     console = Console("hierdp release")
     inp = check_input_file(args.input, "input")
