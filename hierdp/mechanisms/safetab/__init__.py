@@ -1,7 +1,9 @@
 """SafeTab (paper 004): adaptive tabulation of population groups.
 
-* :mod:`.mechanism` - :class:`SafeTab` (the mechanism) and :func:`safetab` (one call),
-  :class:`PopulationGroupLevel`, :class:`SafeTabRelease`;
+* :mod:`.levels` - :class:`PopulationGroupLevel` (the input) and its validation against the data;
+* :mod:`.mechanism` - :class:`SafeTab` (the mechanism) and :func:`safetab` (one call);
+* :mod:`.tabulate` - the adaptive tabulation of one level (Alg. 2);
+* :mod:`.release` - :class:`SafeTabRelease`;
 * :mod:`.guarantee` - its privacy in every calculus (exact RDP of the geometric mechanism), and
   the MOE → budget calibration of App. F.1;
 * :mod:`.groups` - building population groups from geographies and race codes, and consistent

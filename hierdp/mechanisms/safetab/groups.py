@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hierdp.mechanisms.safetab.mechanism import SafeTabError
+from hierdp.mechanisms.safetab.levels import SafeTabError
 
 __all__ = ["consistent_totals", "geography_entities", "population_groups", "race_iterations"]
 
