@@ -87,7 +87,7 @@ def level_of(parent: list[int]) -> list[int]:
 
 
 def chain_coordinates(parent: list[int], h: np.ndarray) -> list[tuple[tuple[int, int], int]]:
-    """The §9.2 chain of the DP hierarchy: ``[((k, r), s)]`` in post-order, size-major, the dummy
+    """The §9.2 chain of the dynamic-programming hierarchy: ``[((k, r), s)]`` in post-order, size-major, the dummy
     root last as ``((0, -1), G)``; ``s`` = running sum over earlier chain nodes of the same level
     (levels: the root 0, region level + 1)."""
     K = h.shape[1]

@@ -43,12 +43,12 @@ _BUILTIN: dict[str, tuple[str, dict[str, Any], str]] = {
     "privelet": ("hierdp.mechanisms.spatial.baselines:Privelet", {}, "Privelet (Xiao et al. 2010): noisy 2-D Haar coefficients"),
     "pgsr_mh": ("hierdp.mechanisms.pgsr:MH", {"relaxed": False}, "M_H (paper 001): group sizes, exact MIP (general solver)"),
     "pgsr_mh_relaxed": ("hierdp.mechanisms.pgsr:MH", {"relaxed": True}, "M_H relaxed + rounded (paper 001 OP baseline)"),
-    "pgsr_mdp": ("hierdp.mechanisms.pgsr:MDP", {}, "M_DP (paper 001): group sizes, exact cost-table DP"),
+    "pgsr_mdp": ("hierdp.mechanisms.pgsr:MDynProg", {}, "M_DP (paper 001): group sizes, exact cost-table dynamic program"),
     "pgsr_mhc": ("hierdp.mechanisms.pgsr:MHC", {"relaxed": False}, "M_HC (paper 001): cumulative, exact (general solver)"),
     "pgsr_mhc_relaxed": ("hierdp.mechanisms.pgsr:MHC", {"relaxed": True}, "M_HC relaxed + rounded (paper 001 OP baseline)"),
-    "pgsr_cumulative_dp": ("hierdp.mechanisms.pgsr:CumulativeDP", {}, "approx DP cumulative (paper 001 §9.1)"),
-    "pgsr_chain_dp": ("hierdp.mechanisms.pgsr:ChainDP", {}, "chain-based cumulative DP (paper 001 §9.2), exact"),
-    "pgsr_topdown": ("hierdp.mechanisms.pgsr:GroupSizeTopDown", {}, "TopDown on the group-size DP hierarchy (geometric)"),
+    "pgsr_cumulative_dp": ("hierdp.mechanisms.pgsr:CumulativeDynProg", {}, "approx DP cumulative (paper 001 §9.1)"),
+    "pgsr_chain_dp": ("hierdp.mechanisms.pgsr:ChainDynProg", {}, "chain-based cumulative DP (paper 001 §9.2), exact"),
+    "pgsr_topdown": ("hierdp.mechanisms.pgsr:GroupSizeTopDown", {}, "TopDown on the group-size dynamic-programming hierarchy (geometric)"),
 }
 _EXTRA: dict[str, tuple[Callable[..., Any], str]] = {}
 

@@ -5,25 +5,25 @@
 * :mod:`.transforms` - Γ, Γ⁻¹, level-wide running sums and the chain coordinates;
 * :mod:`.base` - the shared flow (:class:`GroupSizeMechanism`: options, solver check, measurement,
   release);
-* :mod:`.mechanisms` - :class:`MH` (exact or relaxed), :class:`MDP`, :class:`MHC` (exact or
-  relaxed), :class:`CumulativeDP`, :class:`ChainDP`, :class:`GroupSizeTopDown`;
+* :mod:`.mechanisms` - :class:`MH` (exact or relaxed), :class:`MDynProg`, :class:`MHC` (exact or
+  relaxed), :class:`CumulativeDynProg`, :class:`ChainDynProg`, :class:`GroupSizeTopDown`;
 * :mod:`.problems` - Models 2 and 3 posed as Problems;
-* :mod:`.topdown_tree` - the DP hierarchy as a TopDown tree.
+* :mod:`.topdown_tree` - the dynamic-programming hierarchy as a TopDown tree.
 
 Data: :class:`hierdp.hierarchy.count_of_counts.CountOfCounts`. See ``docs/pgsr.md``.
 """
 
 from hierdp.mechanisms.pgsr.base import GroupSizeMechanism
-from hierdp.mechanisms.pgsr.mechanisms import MDP, MH, MHC, ChainDP, CumulativeDP, GroupSizeTopDown
+from hierdp.mechanisms.pgsr.mechanisms import MDynProg, MH, MHC, ChainDynProg, CumulativeDynProg, GroupSizeTopDown
 from hierdp.mechanisms.pgsr.problems import chain_problem, cumulative_problem, prefix_problem
 from hierdp.mechanisms.pgsr.unit import GroupSizeUnit
 
 __all__ = [
-    "MDP",
+    "MDynProg",
     "MH",
     "MHC",
-    "ChainDP",
-    "CumulativeDP",
+    "ChainDynProg",
+    "CumulativeDynProg",
     "GroupSizeMechanism",
     "GroupSizeTopDown",
     "GroupSizeUnit",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hierdp.hierarchy.count_of_counts import CountOfCounts, DPTree
+from hierdp.hierarchy.count_of_counts import CountOfCounts, DynProgTree
 from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted, RunContext
 from hierdp.mechanisms.pgsr.transforms import cumulative, level_vectors
 from hierdp.mechanisms.pgsr.unit import CUMULATIVE_L1, HISTOGRAM_L1, GroupSizeUnit, level_vector_l1
@@ -122,7 +122,9 @@ class GroupSizeMechanism(Mechanism):
 
     def _solver_structure_refusal(self, name: str) -> list[str]:
         # every problem but the chain mechanism's has tree consistency, which the chain plug-in refuses
-        return ["the chain DP solves chains of difference constraints, not tree consistency"] if name == "chain" else []
+        if name == "chain":
+            return ["the chain dynamic program solves chains of difference constraints, not tree consistency"]
+        return []
 
     @property
     def solver_name(self) -> str:
@@ -269,7 +271,7 @@ class GroupSizeMechanism(Mechanism):
             raise SolverFailed(self.solver_name, Status.INFEASIBLE_RESULT, "; ".join(bad))
         return sol
 
-    def _add_region_totals_rows(self, problem: Any, data: CountOfCounts, dp: DPTree) -> None:
+    def _add_region_totals_rows(self, problem: Any, data: CountOfCounts, dp: DynProgTree) -> None:
         """``sum_k c_{(k, r)} = G_r`` for every region (one CSR block)."""
         from scipy.sparse import csr_matrix
 
@@ -280,12 +282,13 @@ class GroupSizeMechanism(Mechanism):
         problem.add_constraints(mat, g, g, name="region_total")
 
 
-def _dp_solution(dp: DPTree, values: np.ndarray) -> np.ndarray:
+def _dynprog_solution(dp: DynProgTree, values: np.ndarray) -> np.ndarray:
     return np.asarray(dp.to_by_size(values), dtype=np.int64)
 
 
 def _check_count_of_counts(data: Any, name: str) -> None:
     """A CountOfCounts, or an object exposing one's attributes (wrappers that restate the domain)."""
-    if not (isinstance(data, CountOfCounts) or all(hasattr(data, a) for a in ("by_size", "regions", "dp_tree", "K"))):
+    if not (isinstance(data, CountOfCounts)
+            or all(hasattr(data, a) for a in ("by_size", "regions", "dynprog_tree", "K"))):
         raise TypeError(f"{name} releases a CountOfCounts (hierdp.hierarchy.count_of_counts), got "
                         f"{type(data).__name__}")

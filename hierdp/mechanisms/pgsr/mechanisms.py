@@ -6,27 +6,34 @@ the geometric (discrete Laplace) mechanism, the budget split over the ``L`` regi
 within a level (regions partition the groups). Scales are rounded up so that the exact ε delivered
 never exceeds a level's part; each level's spend is recorded before its noise. Then:
 
-================  =============================  =================================================
-name              measures (L1 sensitivity)      post-processing
-================  =============================  =================================================
-``MH``            histograms (2, Lemma 4)        Model 1 (H1-H4) through a general solver: exact
-                                                 (``highs`` PWL MIP / ``ortools`` CP-SAT), or
-                                                 ``relaxed=True``: QP + round-half-up per cell
-                                                 (the paper's OP baseline; consistency can break,
-                                                 its violations are counted, #CV)
-``MDP``           histograms (2)                 Model 1 exactly by the cost-table DP on the DP
-                                                 hierarchy (``costtable``)
-``MHC``           per-region cumulatives (1,     Model 2 (C1-C5) through a general solver: exact
-                  Lemma 6)                       or relaxed + monotone rounding
-``CumulativeDP``  per-region cumulatives (1)     §9.1: per-region isotonic projection (PAVA,
-                                                 lower bound 0), monotone rounding, Γ⁻¹, then M_DP
-``ChainDP``       per-region cumulatives (1),    Model 3 (C6-C10) by the ``chain`` plug-in
-                  mapped to chain coordinates;
-                  or ``measure="level_vector"``
-                  (m_ℓ, decision A1)
-``TopDown``       DP hierarchy level by level    integer L2 per (parent, size) group (the paper's
-                  (2 per level)                  TopDown baseline, A14) via the TopDown engine
-================  =============================  =================================================
+=======================  =============================  ==========================================
+name                     measures (L1 sensitivity)      post-processing
+=======================  =============================  ==========================================
+``MH``                   histograms (2, Lemma 4)        Model 1 (H1-H4) through a general solver:
+                                                        exact (``highs`` PWL MIP / ``ortools``
+                                                        CP-SAT), or ``relaxed=True``: QP +
+                                                        round-half-up per cell (the paper's OP
+                                                        baseline; consistency can break, its
+                                                        violations are counted, #CV)
+``MDynProg`` (M_DP)      histograms (2)                 Model 1 exactly by the cost-table dynamic
+                                                        program on the dynamic-programming
+                                                        hierarchy (``costtable``)
+``MHC``                  per-region cumulatives (1,     Model 2 (C1-C5) through a general solver:
+                         Lemma 6)                       exact or relaxed + monotone rounding
+``CumulativeDynProg``    per-region cumulatives (1)     §9.1: per-region isotonic projection
+                                                        (PAVA, lower bound 0), monotone rounding,
+                                                        Γ⁻¹, then M_DP
+``ChainDynProg``         per-region cumulatives (1),    Model 3 (C6-C10) by the ``chain`` plug-in
+                         mapped to chain coordinates;
+                         or ``measure="level_vector"``
+                         (m_ℓ, decision A1)
+``GroupSizeTopDown``     the dynamic-programming        integer L2 per (parent, size) group (the
+                         hierarchy level by level (2    paper's TopDown baseline, A14) via the
+                         per level)                     TopDown mechanism
+=======================  =============================  ==========================================
+
+"DP" in the paper's names (M_DP, the DP hierarchy) means *dynamic programming*; the classes spell
+it ``DynProg`` so that it cannot be read as differential privacy.
 
 Releases are :class:`~hierdp.release.histogram.NodeHistogramRelease` (a histogram per region).
 Exact mechanisms promise consistency, non-negative integers and faithfulness (every level sums to
@@ -44,7 +51,7 @@ import numpy as np
 
 from hierdp.hierarchy.count_of_counts import CountOfCounts
 from hierdp.mechanisms.base import MechanismParameterError
-from hierdp.mechanisms.pgsr.base import GroupSizeMechanism, _check_count_of_counts, _dp_solution
+from hierdp.mechanisms.pgsr.base import GroupSizeMechanism, _check_count_of_counts, _dynprog_solution
 from hierdp.mechanisms.pgsr.problems import chain_problem, chain_target_variances, cumulative_problem, prefix_problem
 from hierdp.mechanisms.pgsr.transforms import (
     chain_targets_from_region_cumulatives,
@@ -56,7 +63,7 @@ from hierdp.privacy.budget import Accountant
 from hierdp.privacy.domain import ObservedDomainError
 from hierdp.release.histogram import NodeHistogramRelease
 
-__all__ = ["MDP", "MH", "MHC", "ChainDP", "CumulativeDP", "GroupSizeTopDown"]
+__all__ = ["MDynProg", "MH", "MHC", "ChainDynProg", "CumulativeDynProg", "GroupSizeTopDown"]
 
 
 class MH(GroupSizeMechanism):
@@ -93,7 +100,7 @@ class MH(GroupSizeMechanism):
 
     def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
                      ) -> tuple[np.ndarray, dict[str, Any]]:
-        dp = data.dp_tree()
+        dp = data.dynprog_tree()
         problem = dp.problem(noisy, integer=not self.relaxed)
         if self.region_totals_public:
             self._add_region_totals_rows(problem, data, dp)
@@ -101,27 +108,27 @@ class MH(GroupSizeMechanism):
         info = {"objective": float(sol.objective), "solver_seconds": float(sol.wall_time)}
         if self.relaxed:
             return np.maximum(round_half_up(dp.to_by_size(sol.values)), 0), info
-        return _dp_solution(dp, sol.values), info
+        return _dynprog_solution(dp, sol.values), info
 
 
-class MDP(GroupSizeMechanism):
-    """M_DP (§6-7): Model 1 solved exactly by the cost-table DP on the DP hierarchy."""
+class MDynProg(GroupSizeMechanism):
+    """M_DP (§6-7): Model 1 solved exactly by the cost-table dynamic program on the dynamic-programming hierarchy."""
 
-    name = "M_DP"
+    name = "M_DynProg"
     default_solver = "costtable"
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **kwargs: Any) -> None:
         if kwargs.get("region_totals_public"):
             raise MechanismParameterError(
-                "region_totals_public=True couples the K size subtrees (sum_k c_r^k = G_r), which the cost-table DP "
-                "cannot honour; use MH (exact) with solver 'highs' or 'ortools'")
+                "region_totals_public=True couples the K size subtrees (sum_k c_r^k = G_r), which the cost-table "
+                "dynamic program cannot honour; use MH (exact) with solver 'highs' or 'ortools'")
         super().__init__(epsilon, delta, **kwargs)
 
     def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
                      ) -> tuple[np.ndarray, dict[str, Any]]:
-        dp = data.dp_tree()
+        dp = data.dynprog_tree()
         sol = self._solve(dp.problem(noisy))
-        return _dp_solution(dp, sol.values), {"objective": float(sol.objective),
+        return _dynprog_solution(dp, sol.values), {"objective": float(sol.objective),
                                               "solver_seconds": float(sol.wall_time)}
 
 
@@ -174,7 +181,7 @@ class MHC(GroupSizeMechanism):
         if self.formulation == "prefix":
             p = prefix_problem(data, noisy, integer=not self.relaxed)
             sol = self._solve(p)
-            x = data.dp_tree().to_by_size(sol.values)
+            x = data.dynprog_tree().to_by_size(sol.values)
             s = np.cumsum(x, axis=0)
         else:
             p = cumulative_problem(data, noisy, integer=not self.relaxed,
@@ -188,21 +195,21 @@ class MHC(GroupSizeMechanism):
         return inverse_cumulative(np.asarray(s, dtype=np.int64)), info
 
 
-class CumulativeDP(GroupSizeMechanism):
+class CumulativeDynProg(GroupSizeMechanism):
     """The approximate DP cumulative mechanism (§9.1, Alg. 2): per-region cumulative counts
     (Lemma 6), each region's vector projected onto ``0 <= s_1 <= ... <= s_K`` (PAVA, then the lower
     bound), rounded half up (monotone, so ``Γ⁻¹ >= 0``), mapped back by Γ⁻¹; then M_DP (the
-    cost-table DP) makes the histograms consistent and faithful. Not Model 2's optimum: the
+    cost-table dynamic program) makes the histograms consistent and faithful. Not Model 2's optimum: the
     cumulative consistency is restored region by region."""
 
-    name = "approx DP cumulative"
+    name = "approx cumulative dynamic program"
     measurement = "cumulative"
     default_solver = "costtable"
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, **kwargs: Any) -> None:
         if kwargs.get("region_totals_public"):
-            raise MechanismParameterError("region_totals_public=True couples the size subtrees; the cost-table DP "
-                                          "of this mechanism cannot honour it (use MHC)")
+            raise MechanismParameterError("region_totals_public=True couples the size subtrees; the cost-table "
+                                          "dynamic program of this mechanism cannot honour it (use MHC)")
         super().__init__(epsilon, delta, **kwargs)
 
     def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
@@ -213,13 +220,13 @@ class CumulativeDP(GroupSizeMechanism):
         for r in range(noisy.shape[1]):  # one compiled PAVA per region (K values each)
             proj[:, r] = clip_isotonic(noisy[:, r].astype(float), lower=0.0)
         targets = inverse_cumulative(round_half_up(proj))
-        dp = data.dp_tree()
+        dp = data.dynprog_tree()
         sol = self._solve(dp.problem(targets))
-        return _dp_solution(dp, sol.values), {"objective": float(sol.objective),
+        return _dynprog_solution(dp, sol.values), {"objective": float(sol.objective),
                                               "solver_seconds": float(sol.wall_time)}
 
 
-class ChainDP(GroupSizeMechanism):
+class ChainDynProg(GroupSizeMechanism):
     """The chain-based cumulative DP (§9.2, Model 3) solved exactly by the ``chain`` plug-in.
 
     ``measure``:
@@ -232,7 +239,7 @@ class ChainDP(GroupSizeMechanism):
       implies sensitivity 1 for this vector, which is not ε-DP; hierdp never uses it.
     """
 
-    name = "chain DP"
+    name = "chain dynamic program"
     default_solver = "chain"
     needed_features = frozenset({"cumulative", "linear_constraints"})
 
@@ -244,8 +251,8 @@ class ChainDP(GroupSizeMechanism):
             raise MechanismParameterError(f"weighting must be 'uniform' or 'inverse_variance', got {weighting!r}")
         self.weighting = weighting
         if kwargs.get("region_totals_public"):
-            raise MechanismParameterError("region_totals_public=True is not a chain constraint; the chain DP cannot "
-                                          "honour it (use MHC)")
+            raise MechanismParameterError("region_totals_public=True is not a chain constraint; the chain dynamic "
+                                          "program cannot honour it (use MHC)")
         self.measure = measure
         self.measurement = "cumulative" if measure == "per_region" else "level_vector"
         super().__init__(epsilon, delta, **kwargs)
@@ -278,7 +285,7 @@ class ChainDP(GroupSizeMechanism):
 
 
 class GroupSizeTopDown(GroupSizeMechanism):
-    """TopDown on the DP hierarchy (the paper's baseline, decision A14) at equal privacy: geometric
+    """TopDown on the dynamic-programming hierarchy (the paper's baseline, decision A14) at equal privacy: geometric
     noise, pure ε-DP, ε/L per region level, L1 sensitivity 2 per level (a move changes two nodes of
     a level by one); every (parent, size) group post-processed by exact integer L2 (``projection``,
     through the TopDown engine and ``solve_groups``)."""
@@ -294,7 +301,7 @@ class GroupSizeTopDown(GroupSizeMechanism):
 
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Accountant | None = None, progress: bool = False) -> NodeHistogramRelease:
-        from hierdp.mechanisms.pgsr.topdown_tree import DPTopDownTree
+        from hierdp.mechanisms.pgsr.topdown_tree import DynProgTopDownTree
         from hierdp.mechanisms.topdown.mechanism import TopDownMechanism
 
         _check_count_of_counts(data, self.name)
@@ -308,7 +315,7 @@ class GroupSizeTopDown(GroupSizeMechanism):
                                   plan=plan, objective="l2", solver=self.solver, time_limit=self.time_limit,
                                   solver_options=self.solver_options or None, secure=self.secure)
         engine.name = self.name
-        tree = DPTopDownTree(data)
+        tree = DynProgTopDownTree(data)
         t0 = time.perf_counter()
         rel = engine.release(tree, seed=seed, rng=rng, secure=secure, accountant=accountant, progress=progress)
         by_size = np.zeros((data.K, data.n_regions), np.int64)

@@ -45,12 +45,12 @@ def cumulative_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, int
 
 
 def prefix_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, integer: bool = True) -> Any:
-    """Model 2 in histogram variables: the DP hierarchy (root fixed at ``G``, C2-C5 as Model 1's
+    """Model 2 in histogram variables: the dynamic-programming hierarchy (root fixed at ``G``, C2-C5 as Model 1's
     constraints) with a query-term objective over prefix sums, ``sum (sum_{j<=k} c_r^j - s~_r^k)^2``.
     ``K (K+1) / 2`` non-zeros per region: for small instances and cross-checks."""
     from scipy.sparse import csr_matrix
 
-    dp = data.dp_tree()
+    dp = data.dynprog_tree()
     n, K = data.n_regions, data.K
     p = dp.problem(np.full((K, n), np.nan), integer=integer)
     kk = np.arange(1, K + 1)
@@ -67,18 +67,18 @@ def prefix_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, integer
 
 def chain_problem(data: CountOfCounts, chain_targets: np.ndarray, *, integer: bool = True,
                   weights: np.ndarray | None = None) -> tuple[Any, np.ndarray]:
-    """Model 3 (C6-C10): one variable per position of the post-order chain of the DP hierarchy,
+    """Model 3 (C6-C10): one variable per position of the post-order chain of the dynamic-programming hierarchy,
     the last (the dummy root) fixed at ``G`` (C7), "=" rows where the chain moves up to a parent
     (C8), monotone rows elsewhere (C9), non-negativity and integrality (C10).
 
-    ``chain_targets`` is ``(K, n_regions)`` in DP-node layout. Returns ``(problem, order)`` with
-    ``order[p]`` the DP node at chain position ``p``.
+    ``chain_targets`` is ``(K, n_regions)`` in node layout. Returns ``(problem, order)`` with
+    ``order[p]`` the node at chain position ``p``.
     """
     from scipy.sparse import csr_matrix
 
     from hierdp.models import Problem
 
-    dp = data.dp_tree()
+    dp = data.dynprog_tree()
     order = dp.chain_order()
     N = order.size
     node_target = np.concatenate([[np.nan], np.asarray(chain_targets, dtype=float).ravel()])

@@ -1,6 +1,7 @@
-"""The DP hierarchy of a :class:`CountOfCounts` as a :class:`~hierdp.hierarchy.topdown_tree.TopDownTree`.
+"""The dynamic-programming hierarchy of a :class:`CountOfCounts` as a
+:class:`~hierdp.hierarchy.topdown_tree.TopDownTree`.
 
-Keys are DP-node indices (``0`` the dummy root, ``1 + (k-1) * n_regions + r`` for size ``k`` in
+Keys are node indices (``0`` the dummy root, ``1 + (k-1) * n_regions + r`` for size ``k`` in
 region ``r``); children are generated from the region tree's ``child_ptr`` on demand, so TopDown
 never materializes the ``1 + K * n_regions`` nodes it drops (zero counts released as zero).
 """
@@ -12,7 +13,7 @@ import numpy as np
 from hierdp.hierarchy.count_of_counts import CountOfCounts
 from hierdp.hierarchy.topdown_tree import gather_children
 
-__all__ = ["DPTopDownTree"]
+__all__ = ["DynProgTopDownTree"]
 
 
 class _Namer:
@@ -35,8 +36,8 @@ class _Namer:
         return {"region": self._names[r], "size": k + 1}
 
 
-class DPTopDownTree:
-    """TopDown view of the DP hierarchy (see the module docstring)."""
+class DynProgTopDownTree:
+    """TopDown view of the dynamic-programming hierarchy (see the module docstring)."""
 
     def __init__(self, data: CountOfCounts) -> None:
         self.data = data

@@ -50,7 +50,7 @@ class GroupSizeUnit(PrivacyUnit):
 
     ``bounded`` is True in the sense TopDown uses it: the root total ``G`` is public and not
     measured. :meth:`l1_sensitivity` is Lemma 4's 2 (the TopDown engine calibrates its geometric
-    noise with it on the DP hierarchy, where a move changes two nodes of a level by one each).
+    noise with it on the dynamic-programming hierarchy, where a move changes two nodes of a level by one each).
     """
 
     record: str = "person"
