@@ -1,13 +1,18 @@
 """Figures of comparison frames (:func:`hierdp.compare`), drawn with matplotlib's Agg canvas.
 
-``hierdp.plot.compare_figure(frame)`` returns a matplotlib ``Figure`` with four panels:
+``hierdp.plot.compare_figure(frame)`` returns a matplotlib ``Figure`` with four panels: three of
+metrics per level, chosen by the frame's input (:data:`PANELS`), and the wall time of one release
+per configuration (bar: median; whisker: min to max; dots: runs), with the configurations that
+could not run and their status. Errors are drawn as one line per configuration - the median over
+seeds - with a band from the smallest to the largest value over the seeds; rates and counts as
+the mean over seeds.
 
-* maximum and mean absolute error per level (one line per configuration: the median over
-  seeds, and a band from the smallest to the largest value over the seeds),
-* the false discovery rate (percent of released positive nodes that are truly 0) and the false
-  negative rate (percent of truly positive nodes released as 0) per level, mean over seeds,
-* the wall time of one release per configuration (bar: median; whisker: min to max; dots: runs),
-  and the configurations that could not run, with their status.
+* trees: maximum and mean absolute error per level; the false discovery rate (percent of released
+  positive nodes that are truly 0) and the false negative rate (percent of truly positive nodes
+  released as 0);
+* group sizes: total and largest L1 error per region level; #CV (cells that differ from the sum of
+  their children) per level;
+* points: mean relative error and its 95th percentile per range workload; mean absolute error.
 
 ``save_compare_figure(frame, "compare.png")`` writes it. Figures are built on their own canvas
 (``matplotlib.figure.Figure`` + Agg), never through pyplot, so nothing here changes the
@@ -23,12 +28,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["compare_figure", "save_compare_figure"]
+__all__ = ["PANELS", "compare_figure", "save_compare_figure"]
 
-_PANELS = [(("max_abs_error",), "max |error| per level", True),
-           (("mean_abs_error",), "mean |error| per level", True),
-           (("false_discovery_rate_pct", "false_negative_rate_pct"), "false discovery / false negative rate per level (mean over seeds)",
-            False)]
+#: per input kind: three panels of (columns, title, log scale (median and band) or linear (mean)),
+#: then the y labels of the first and the third panel
+PANELS: dict[str, tuple[list[tuple[tuple[str, ...], str, bool]], str, str]] = {
+    "tree": ([(("max_abs_error",), "max |error| per level", True),
+              (("mean_abs_error",), "mean |error| per level", True),
+              (("false_discovery_rate_pct", "false_negative_rate_pct"),
+               "false discovery / false negative rate per level (mean over seeds)", False)],
+             "absolute error (counts, symlog scale)", "percent of nodes"),
+    "group_sizes": ([(("l1_total",), "L1 error per level (sum over regions and sizes)", True),
+                     (("max_abs_error",), "max |error| of a cell per level", True),
+                     (("cv",), "#CV per level: cells differing from their children's sum (mean over seeds)",
+                      False)],
+                    "L1 error (groups, symlog scale)", "cells"),
+    "points": ([(("mre_pct",), "mean relative error per workload (%)", True),
+                (("p95_relative_error_pct",), "95th percentile of the relative error (%)", True),
+                (("mean_abs_error",), "mean |error| of a query (mean over seeds)", False)],
+               "relative error (%, symlog scale)", "points"),
+}
 
 
 def _labels(ok: pd.DataFrame) -> list[tuple[str, str]]:
@@ -67,6 +86,8 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     ok = frame[frame["status"] == "ok"].copy()
     if ok.empty:
         raise ValueError("nothing to plot: no configuration ran successfully (see the status column)")
+    kind = str(ok["input"].iloc[0]) if "input" in ok.columns else "tree"
+    panels, ylabel_error, ylabel_rate = PANELS[kind]
     configs = _labels(ok)
     colors = {c: f"C{k % 10}" for k, c in enumerate(configs)}
     markers = "os^DvP*Xph"
@@ -79,7 +100,7 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     # configurations side by side around each level (they often coincide: a dodge keeps each visible)
     dodge = {c: (k - (len(configs) - 1) / 2) * min(0.06, 0.5 / max(len(configs), 1)) for k, c in enumerate(configs)}
     handles = []
-    for ax, panel in zip([axes[0, 0], axes[0, 1], axes[1, 0]], _PANELS):
+    for ax, panel in zip([axes[0, 0], axes[0, 1], axes[1, 0]], panels):
         cols, what, log = panel
         for k, conf in enumerate(configs):
             sub = ok[(ok["mechanism"] == conf[0]) & (ok["solver"] == conf[1])]
@@ -105,12 +126,13 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
             ax.set_yscale("symlog", linthresh=1.0)  # zero error (a public root) stays on the axis
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_ylim(bottom=0)
-        ax.set_xlabel("level")
-    axes[0, 0].set_ylabel("absolute error (counts, symlog scale)")
-    axes[1, 0].set_ylabel("percent of nodes")
-    axes[1, 0].plot([], [], "k-", label="false discovery rate")
-    axes[1, 0].plot([], [], "k--", label="false negative rate")
-    axes[1, 0].legend(fontsize=8, loc="upper left", handles=axes[1, 0].lines[-2:])
+        ax.set_xlabel("workload" if kind == "points" else "level")
+    axes[0, 0].set_ylabel(ylabel_error)
+    axes[1, 0].set_ylabel(ylabel_rate)
+    if kind == "tree":
+        axes[1, 0].plot([], [], "k-", label="false discovery rate")
+        axes[1, 0].plot([], [], "k--", label="false negative rate")
+        axes[1, 0].legend(fontsize=8, loc="upper left", handles=axes[1, 0].lines[-2:])
 
     ax = axes[1, 1]
     runs = ok.drop_duplicates(["mechanism", "solver", "seed"])

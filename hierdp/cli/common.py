@@ -10,10 +10,12 @@ from hierdp.cli.io import CliError
 
 __all__ = [
     "add_privacy_arguments",
+    "check_randomness_flags",
     "positive_float",
     "positive_int",
     "privacy_context",
     "randomness_text",
+    "seed_for_run",
     "seed_int",
     "split_columns",
 ]
@@ -33,9 +35,9 @@ positive_int = int_at_least(1, "positive")
 seed_int = int_at_least(0, "non-negative")
 
 
-def split_columns(s: str | None) -> list[str] | None:
-    """``"a, b,c"`` -> ``["a", "b", "c"]`` (``None`` stays ``None``)."""
-    return None if s is None else [c.strip() for c in s.split(",") if c.strip()]
+def split_columns(s: str | None) -> list[str]:
+    """``"a, b,c"`` -> ``["a", "b", "c"]`` (``None`` -> ``[]``)."""
+    return [] if s is None else [c.strip() for c in s.split(",") if c.strip()]
 
 
 def add_privacy_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,3 +70,22 @@ def randomness_text(secure: bool, seed: int | None, drawn: bool) -> str:
         return "randomness: secure (OS entropy, exact samplers): suitable for publication"
     how = "drawn from OS entropy, printed so the run can be repeated" if drawn else "given with --seed"
     return f"randomness: seeded (reproducible, not for publication), seed {seed} ({how})"
+
+
+def check_randomness_flags(args: argparse.Namespace) -> None:
+    """``--seed`` and ``--secure`` exclude each other (before anything is read)."""
+    if getattr(args, "secure", False) and getattr(args, "seed", None) is not None:
+        raise CliError("--seed and --secure exclude each other: a seeded release is reproducible, hence not "
+                       "for publication; drop --seed for a real release")
+
+
+def seed_for_run(args: argparse.Namespace) -> tuple[int | None, bool]:
+    """``(seed, drawn)``: ``None`` with ``--secure``, the ``--seed``, or one drawn from OS entropy
+    (``drawn=True``; printed, so the run can be repeated)."""
+    import secrets
+
+    if args.secure:
+        return None, False
+    if args.seed is not None:
+        return args.seed, False
+    return secrets.randbelow(2**32), True

@@ -16,7 +16,7 @@ from hierdp.cli.common import add_privacy_arguments, positive_float, seed_int
 from hierdp.cli.group_sizes import add_group_size_arguments
 from hierdp.cli.points import add_point_arguments
 from hierdp.cli.scaleout import add_scale_arguments
-from hierdp.cli.trees import MECHANISMS_WITH_SOLVER, add_layout_arguments
+from hierdp.cli.trees import add_layout_arguments
 
 __all__ = ["add_release_parser", "run_release"]
 
@@ -41,11 +41,13 @@ def add_release_parser(subparsers: Any) -> None:
     mech.add_argument("--mechanism", choices=registry.names(), default=None,
                       help="registered mechanism that fits the layout (default inftda for trees; pgsr_mdp with "
                            "--unit; htf with --x/--y or --lon/--lat)")
+    solver_mechs = [n for n, m in registry.infos().items() if m.takes_solver]
     mech.add_argument("--solver", default=None,
-                      help=f"post-processing solver name (mechanisms {', '.join(sorted(MECHANISMS_WITH_SOLVER))}; "
-                           "default per mechanism)")
+                      help=f"post-processing solver name, for the mechanisms with a solver step "
+                           f"({', '.join(solver_mechs)}; default per mechanism; hierdp solvers lists them)")
     mech.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS",
-                      help="time limit of a general solver per level; a time-out stops the release (exit 3)")
+                      help="time limit of a general solver per solve (a TopDown level, a group-size model, a "
+                           "consistency step); a time-out stops the release (exit 3)")
     add_layout_arguments(p)
     add_group_size_arguments(p)  # group sizes (paper 001): --unit
     add_point_arguments(p)  # location points (paper 002): --x/--y, --lon/--lat
@@ -55,15 +57,13 @@ def add_release_parser(subparsers: Any) -> None:
 
 
 def run_release(args: argparse.Namespace) -> int:
-    """Run ``hierdp release`` on the layout the command line describes; returns the exit code."""
-    from hierdp.cli.layouts import input_layout
-
-    layout = input_layout(args)
-    if layout == "groups":  # the group-size layout (paper 001)
-        from hierdp.cli.group_sizes import run_group_sizes
-        return run_group_sizes(args)
-    if layout == "points":  # location points (paper 002)
-        from hierdp.cli.points import run_points
-        return run_points(args)
+    """Run ``hierdp release`` on the layout the command line describes (decided here, once);
+    returns the exit code."""
+    from hierdp.cli.group_sizes import run_group_sizes
+    from hierdp.cli.layouts import decide_layout
+    from hierdp.cli.points import run_points
     from hierdp.cli.trees import run_trees
-    return run_trees(args)
+
+    layout = decide_layout(args)
+    run = {"groups": run_group_sizes, "points": run_points, "tree": run_trees}[layout.kind]
+    return run(args, layout)

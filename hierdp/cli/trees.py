@@ -6,11 +6,11 @@ Tree layouts (two more layouts have their own modules: group sizes with ``--unit
 :mod:`hierdp.cli.points`; each layout accepts only the mechanisms that fit it,
 :mod:`hierdp.cli.layouts`):
 
-* trips (``--origin COL --destination COL --geo GEO.csv [--levels L1,L2,...]``): one row per trip
+* trips (``--origin COL --destination COL --geo GEO.csv [--geo-levels L1,L2,...]``): one row per trip
   (or per pair with ``--count``) between finest areas; the geography file has one column per
   level, coarse to fine, the finest being the area ids. An O/D tree (``--tree``) is built;
 * the paper's level layout (``--origin-levels A0,..,Ag --destination-levels B0,..,Bg [--count]``),
-  with ``--geo`` the geography (one column per level, coarse to fine);
+  with ``--geo`` the geography (one column per level, coarse to fine; ``--geo-levels`` names them);
 * plain counts (``--levels L1,L2,... [--count COL]``): a hierarchy from level columns, with
   ``--geo`` a file of the same level columns listing every possible node.
 
@@ -42,26 +42,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.common import privacy_context, randomness_text, split_columns
+from hierdp.cli.common import check_randomness_flags, privacy_context, randomness_text, split_columns
 from hierdp.cli.console import EXIT_INTERRUPTED, Console, finish_release, run_interruptible, show_progress
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
+from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
 from hierdp.cli.scaleout import check_scale_arguments, close_dask_client, is_dataset, open_dask_client
 
 __all__ = [
-    "MECHANISMS_WITH_SOLVER",
     "add_layout_arguments",
     "build_mechanism",
     "build_tree",
     "check_domain_arguments",
     "domain_text",
     "input_files",
-    "layout_of",
     "run_trees",
 ]
-
-#: built-in mechanisms whose post-processing is a solver (the others take no --solver/--time-limit)
-MECHANISMS_WITH_SOLVER = frozenset({"inftda", "tda_l2", "tda_l2_exact", "tda_linf"})
-
 
 def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     """The input-layout options shared by ``release`` and ``compare``."""
@@ -75,43 +70,13 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     data.add_argument("--tree", choices=("destination", "origin"), default="destination", help="O/D tree kind")
     data.add_argument("--origin", help="trips: column with origin area ids")
     data.add_argument("--destination", help="trips: column with destination area ids")
-    data.add_argument("--levels", help="comma-separated level columns (of --geo for trips, else of the input)")
+    data.add_argument("--levels", help="comma-separated level columns of the input, coarse to fine (the --levels "
+                                       "layout; with --unit, the region columns)")
+    data.add_argument("--geo-levels", help="trips / level layout: comma-separated level columns of the --geo "
+                                           "geography, coarse to fine (default: all its columns)")
     data.add_argument("--origin-levels", help="level layout: comma-separated origin level columns")
     data.add_argument("--destination-levels", help="level layout: comma-separated destination level columns")
     data.add_argument("--count", help="column of counts (default: one per row)")
-
-
-def layout_of(args: argparse.Namespace) -> str:
-    """``"trips"``, ``"levels-od"`` or ``"levels"``; refuses incomplete or mixed layouts."""
-    trips = bool(args.origin or args.destination)
-    od = bool(args.origin_levels or args.destination_levels)
-    if trips and od:
-        raise CliError("give either --origin/--destination (trips) or --origin-levels/--destination-levels "
-                       "(level layout), not both")
-    if trips:
-        if not (args.origin and args.destination):
-            raise CliError("trips need both --origin and --destination")
-        if not args.geo:
-            raise CliError("trips need a geography file: --geo GEO.csv (one column per level, coarse to fine)")
-        return "trips"
-    if od:
-        if not (args.origin_levels and args.destination_levels):
-            raise CliError("the level layout needs both --origin-levels and --destination-levels")
-        return "levels-od"
-    if args.count:
-        ids = (split_columns(args.levels) or []) + [c for c in (args.origin, args.destination) if c] \
-            + (split_columns(args.origin_levels) or []) + (split_columns(args.destination_levels) or [])
-        if args.count in ids and not trips:
-            raise CliError(f"--count {args.count!r} is also a level column; the count column holds numbers, "
-                           "the level columns identifiers")
-        if args.count in (args.origin, args.destination):
-            raise CliError(f"--count {args.count!r} is also the --origin or --destination column")
-    if args.levels:
-        if args.destination_geo:
-            raise CliError("--destination-geo applies to trips and the level layout, not to --levels")
-        return "levels"
-    raise CliError("say what the input is: --origin/--destination with --geo (trips), "
-                   "--origin-levels/--destination-levels (level layout), or --levels (counts)")
 
 
 def check_domain_arguments(args: argparse.Namespace) -> None:
@@ -152,22 +117,23 @@ def build_dataset_tree(args: argparse.Namespace, client: Any = None) -> Any:
     return tree
 
 
-def build_tree(args: argparse.Namespace, df: Any) -> Any:
-    """The tree described by the command-line arguments (see the module docstring)."""
+def build_tree(args: argparse.Namespace, df: Any, shape: str) -> Any:
+    """The tree described by the command-line arguments (see the module docstring); ``shape`` is the
+    tree layout :func:`hierdp.cli.layouts.decide_layout` found."""
     from hierdp.hierarchy import Hierarchy
     from hierdp.hierarchy.geography import Geography
     from hierdp.hierarchy.od import ODTree
 
-    layout = layout_of(args)
     levels = split_columns(args.levels)
+    geo_levels = split_columns(args.geo_levels) or None
     geo = read_table(args.geo, what="--geo") if args.geo else None
     dgeo = read_table(args.destination_geo, what="--destination-geo") if args.destination_geo else None
-    if layout == "trips":
+    if shape == "trips":
         return ODTree.from_trips(df, origin=args.origin, destination=args.destination, count=args.count,
-                                 origin_geo=geo, destination_geo=dgeo, geo_levels=levels, kind=args.tree)
-    if layout == "levels-od":
-        og = Geography.from_frame(geo, levels) if geo is not None else None
-        dg = Geography.from_frame(dgeo, levels) if dgeo is not None else None
+                                 origin_geo=geo, destination_geo=dgeo, geo_levels=geo_levels, kind=args.tree)
+    if shape == "levels-od":
+        og = Geography.from_frame(geo, geo_levels) if geo is not None else None
+        dg = Geography.from_frame(dgeo, geo_levels) if dgeo is not None else None
         return ODTree.from_level_frame(df, origin_levels=split_columns(args.origin_levels),
                                        destination_levels=split_columns(args.destination_levels), count=args.count,
                                        kind=args.tree, origin_geo=og, destination_geo=dg,
@@ -203,21 +169,12 @@ def mechanism_params(args: argparse.Namespace, name: str) -> dict[str, Any]:
     return params
 
 
-def build_mechanism(args: argparse.Namespace) -> Any:
-    """The mechanism described by the command-line arguments, from the mechanism registry.
-
-    ``--solver`` and ``--time-limit`` are refused for a mechanism without a solver step
-    (``vanilla``, ``sh``) rather than silently ignored.
-    """
+def build_mechanism(args: argparse.Namespace, name: str) -> Any:
+    """The mechanism ``name`` with the command line's privacy, solver and time-limit arguments, from
+    the mechanism registry (``--solver`` / ``--time-limit`` were checked against its metadata)."""
     from hierdp.mechanisms import registry
     from hierdp.privacy.errors import PrivacyError
 
-    name = args.mechanism or "inftda"
-    if name not in MECHANISMS_WITH_SOLVER and name in ("vanilla", "sh"):
-        for flag, value in (("--solver", args.solver), ("--time-limit", args.time_limit)):
-            if value is not None:
-                raise CliError(f"{flag} does not apply to --mechanism {name}, which has no solver step; "
-                               f"drop {flag} (solver mechanisms: {', '.join(sorted(MECHANISMS_WITH_SOLVER))})")
     params = mechanism_params(args, name)
     if args.solver is not None:
         params["solver"] = args.solver
@@ -225,11 +182,6 @@ def build_mechanism(args: argparse.Namespace) -> Any:
         params["time_limit"] = args.time_limit
     try:
         return registry.create(name, **params)
-    except TypeError as exc:  # a third-party mechanism without a solver/time_limit parameter
-        bad = next((k for k in ("solver", "time_limit") if k in str(exc)), None)
-        if bad:
-            raise CliError(f"--{bad.replace('_', '-')} does not apply to --mechanism {name}") from None
-        raise
     except PrivacyError as exc:
         raise privacy_context(args, exc) from None
 
@@ -243,10 +195,9 @@ def domain_text(args: argparse.Namespace) -> str:
             "the release states this assumption")
 
 
-def run_trees(args: argparse.Namespace) -> int:
+def run_trees(args: argparse.Namespace, layout: Layout) -> int:
     """``hierdp release`` with a tree layout: checks, then read, build, release, write. Returns the
     exit code; errors are raised (:func:`hierdp.cli.main` prints them as one line)."""
-    from hierdp.cli.layouts import check_layout_flags, check_mechanism_fits
     from hierdp.privacy.domain import ObservedDomainError, check_public_domain
     from hierdp.privacy.errors import PrivacyError
 
@@ -257,21 +208,22 @@ def run_trees(args: argparse.Namespace) -> int:
     if not Path(args.input).exists():
         raise CliError(f"input file not found: {args.input}")
     out = check_output_path(args.output, input_files(args), overwrite=args.overwrite)
-    check_layout_flags(args, "tree")
-    check_mechanism_fits(args.mechanism or "inftda", "tree")
-    layout_of(args)
+    name = args.mechanism or default_mechanism("tree")
+    check_mechanism_fits(name, "tree")
+    check_solver_flags(args, name)
     check_domain_arguments(args)
     check_scale_arguments(args)
-    if args.secure and args.seed is not None:
-        raise CliError("--seed and --secure exclude each other: a seeded release is reproducible, hence not "
-                       "for publication; drop --seed for a real release")
-    mech = build_mechanism(args)
+    check_randomness_flags(args)
+    mech = build_mechanism(args, name)
     scaled = args.engine not in (None, "serial") or args.checkpoint is not None or args.resume is not None
     if scaled and not hasattr(mech, "set_engine"):
         flags = [f for f, v in (("--engine", args.engine not in (None, "serial")), ("--checkpoint", args.checkpoint),
                                 ("--resume", args.resume)) if v]
-        raise CliError(f"{flags[0]} applies to the TopDown mechanisms (inftda, tda_l2, tda_l2_exact, tda_linf, "
-                       f"topdown), not to --mechanism {args.mechanism}")
+        from hierdp.mechanisms import registry
+
+        levelwise = [n for n in registry.names(input="tree") if "level" in registry.info(n).solver_shapes]
+        raise CliError(f"{flags[0]} applies to the TopDown mechanisms ({', '.join(levelwise)}), not to --mechanism "
+                       f"{args.mechanism}")
     drawn = not args.secure and args.seed is None and args.resume is None
     seed = None if args.secure else (secrets.randbelow(2**32) if drawn else args.seed)
     if args.resume is not None and not args.secure and seed is None:
@@ -300,7 +252,7 @@ def run_trees(args: argparse.Namespace) -> int:
                 tree = build_dataset_tree(args, client)
             else:
                 df = read_table(args.input, counts=[args.count] if args.count else [])
-                tree = build_tree(args, df)
+                tree = build_tree(args, df, layout.shape)
             check_public_domain(tree)
             t_build = time.perf_counter() - t0
             return tree, t_build, mech.release(tree, seed=seed, progress=show_progress(args), **extra)

@@ -18,9 +18,9 @@ New release types subclass :class:`BaseRelease` and implement the two abstract m
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
-
 import pandas as pd
+
+from hierdp.release.accounting import Accounting
 
 __all__ = ["BaseRelease"]
 
@@ -29,12 +29,12 @@ class BaseRelease(ABC):
     """Shared behaviour of every release (see the module docstring).
 
     Subclasses provide the attributes ``mechanism: str``, ``accounting`` (an
-    :class:`~hierdp.release.accounting.Accounting`; a plain dict is tolerated for releases built by
-    hand), ``params: dict`` and ``timings``; ``solver`` is optional.
+    :class:`~hierdp.release.accounting.Accounting`), ``params: dict`` and ``timings``; ``solver``
+    is optional.
     """
 
     mechanism: str
-    accounting: Any
+    accounting: Accounting
     params: dict
 
     @abstractmethod
@@ -48,20 +48,12 @@ class BaseRelease(ABC):
     @property
     def guarantee(self) -> str:
         """The privacy guarantee in words, e.g. ``"0.0123-zCDP (bounded neighbours ...), implies ..."``."""
-        a = self.accounting
-        if hasattr(a, "text"):
-            return a.text()
-        return str(a.get("guarantee", "")) if isinstance(a, dict) else ""
+        return self.accounting.text()
 
     def accounting_text(self) -> str:
         """Multi-line accounting: mechanism (and solver), guarantee, then one line per part."""
         solver = getattr(self, "solver", None)
         lines = [f"mechanism: {self.mechanism}" + (f" (solver {solver})" if solver else ""),
                  f"guarantee: {self.guarantee}"]
-        a = self.accounting
-        if hasattr(a, "lines"):
-            lines.extend(a.lines())
-        elif isinstance(a, dict):
-            for item in a.get("per_level", []):
-                lines.append(f"  level {item['level']:>2} {item.get('name', ''):<24} {item['spend']}")
+        lines.extend(self.accounting.lines())
         return "\n".join(lines)

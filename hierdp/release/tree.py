@@ -49,8 +49,7 @@ class TreeRelease(BaseRelease):
         mechanism: e.g. ``"InfTDA"``.
         solver: the registered name of the post-processing solver (``None`` for baselines
             without one).
-        accounting: a :class:`~hierdp.release.accounting.Accounting` (``accounting["rho"]``,
-            ``accounting["per_level"]`` still read as on the old dict).
+        accounting: a :class:`~hierdp.release.accounting.Accounting`.
         timings: seconds per level (index = level; level 0 covers the root).
         solver_stats: one dict per level (solver statistics, group counts, sizes, timings).
         namer: object with ``key_names(level, keys)`` / ``key_columns(level, keys)``.

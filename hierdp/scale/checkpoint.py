@@ -322,8 +322,6 @@ class CheckpointRun:
             state.paths.append(paths)
             state.timings.append(float(entry["timing"]))
             state.stats.append(_decode(entry["stats"]))
-            if entry.get("per_level") is not None:
-                state.per_level.append(_decode(entry["per_level"]))
         return self.levels_done
 
     # -- writing ----------------------------------------------------------------------------
@@ -348,10 +346,8 @@ class CheckpointRun:
         stage = self.directory / STAGING / f"level={int(level)}"
         os.replace(stage, final)
         _fsync_dir(self.directory)
-        per_level = next((it for it in reversed(state.per_level) if it.get("level") == level), None)
         self.manifest["levels"].append({"level": int(level), "files": files, "rows": len(lv),
-                                        "timing": float(state.timings[level]), "stats": _encode(state.stats[level]),
-                                        "per_level": _encode(per_level) if per_level is not None else None})
+                                        "timing": float(state.timings[level]), "stats": _encode(state.stats[level])})
         self.manifest["spends"] = [{"label": s.label, "budget": _encode(s.budget), "details": _encode(dict(s.details))}
                                    for s in ctx.spends]
         self.manifest["spent"] = _encode(ctx.spent)

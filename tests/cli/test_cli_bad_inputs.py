@@ -181,7 +181,7 @@ CASES: list[tuple[str, list[str], dict[str, bytes | str], int, str]] = [
     ("unequal-level-layout", _with(LAYOUT, destination_levels="L0_D,L2_D", geo="lg.csv"), {}, 2,
      r"origin_levels has 3 columns, destination_levels 2"),
     ("unknown-origin-column", _with(TRIP, origin="source"), {}, 2, r"unknown column 'source'"),
-    ("geo-level-unknown", _with(TRIP, levels="region,town"), {}, 2, r"unknown column 'town'"),
+    ("geo-level-unknown", _with(TRIP, geo_levels="region,town"), {}, 2, r"unknown column 'town'"),
     # ---- hierdp compare
     ("compare-unknown-mechanism", ["compare", "--mechanisms", "inftda,magic", "--quiet"], {}, 2,
      r"unknown mechanism 'magic'"),

@@ -10,17 +10,19 @@ from collections.abc import Sequence
 import numpy as np
 
 from hierdp.hierarchy.count_of_counts import CountOfCounts, DynProgTree
-from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted, RunContext
+from hierdp.mechanisms.base import Mechanism, MechanismParameterError, RunContext
 from hierdp.mechanisms.pgsr.transforms import cumulative, level_vectors
 from hierdp.mechanisms.pgsr.unit import CUMULATIVE_L1, HISTOGRAM_L1, GroupSizeUnit, level_vector_l1
-from hierdp.privacy import samplers
 from hierdp.privacy.budget import Accountant, Budget
-from hierdp.privacy.calibration import delivered_epsilon, laplace_scale
+from hierdp.privacy.calibration import laplace_scale
 from hierdp.privacy.domain import ObservedDomainError
-from hierdp.release import Accounting
+from hierdp.privacy.noise import GeometricNoise
 from hierdp.release.histogram import NodeHistogramRelease
 
 __all__ = ["REGION_TOTALS_ASSUMPTION", "GroupSizeMechanism"]
+
+#: every group-size mechanism measures with the geometric (discrete Laplace) mechanism: pure ε-DP
+GEOMETRIC = GeometricNoise()
 
 REGION_TOTALS_ASSUMPTION = "per-region group totals G_r are public (invariant under the neighbour relation)"
 
@@ -40,7 +42,6 @@ class GroupSizeMechanism(Mechanism):
     """
 
     name = "group sizes"
-    uses_solver = True
     #: which vector each level measures: "histogram", "cumulative" or "level_vector"
     measurement = "histogram"
     default_solver = "costtable"
@@ -163,25 +164,18 @@ class GroupSizeMechanism(Mechanism):
         return level_vectors(data.by_size, data.regions.level_ptr)
 
     def _measure(self, ctx: RunContext, data: CountOfCounts, parts: list[Budget], scales: list[float],
-                 sens: list[int]) -> tuple[np.ndarray, list[dict[str, Any]]]:
+                 sens: list[int]) -> np.ndarray:
         """Noisy vectors, ``(K, n_regions)`` int64, one level at a time (spend before noise)."""
         true = self._true_vectors(data)
         noisy = np.empty(true.shape, np.int64)
         lp = data.regions.level_ptr
         names = data.regions.level_names
-        per_level = []
         for lev in range(data.n_levels):
             a, b = int(lp[lev]), int(lp[lev + 1])
-            eps = float(parts[lev].epsilon)
-            ctx.spend(parts[lev], f"level {lev} ({names[lev]})", noise="geometric", scale=scales[lev],
-                      l1_sensitivity=sens[lev], delivered=delivered_epsilon(scales[lev], sens[lev]),
-                      measured=self.measurement)
-            noise = samplers.discrete_laplace(scales[lev], (true.shape[0], b - a), ctx.rng)
-            noisy[:, a:b] = true[:, a:b] + noise
-            per_level.append({"level": lev, "name": names[lev], "epsilon": eps, "scale": scales[lev],
-                              "l1_sensitivity": sens[lev], "regions": b - a,
-                              "spend": f"epsilon={eps:.6g} scale={scales[lev]:.6g}"})
-        return noisy, per_level
+            noisy[:, a:b] = ctx.measure(true[:, a:b], parts[lev], f"level {lev} ({names[lev]})", GEOMETRIC,
+                                        sensitivity=sens[lev], parameter=scales[lev], measured=self.measurement,
+                                        regions=b - a)
+        return noisy
 
     # ------------------------------------------------------------------ the run
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
@@ -207,25 +201,22 @@ class GroupSizeMechanism(Mechanism):
         self._check_data(data)
         t0 = time.perf_counter()
         ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
-        noisy, per_level = self._measure(ctx, data, parts, scales, sens)
+        noisy = self._measure(ctx, data, parts, scales, sens)
         t1 = time.perf_counter()
         try:
             values, info = self.post_process(data, noisy, scales)
         except Exception as exc:
-            raise self._aborted(ctx, exc) from exc
+            raise ctx.aborted(exc, where="in post-processing", level_name="post-processing") from exc
         t2 = time.perf_counter()
-        assumptions = tuple(ctx.assumptions) + tuple(a for a in data.assumptions if a not in ctx.assumptions)
-        if self.region_totals_public:
-            assumptions += (REGION_TOTALS_ASSUMPTION,)
-        acc = Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.spec.delta,
-                         spends=tuple(ctx.spends), assumptions=assumptions, notes=self.notes(),
-                         details={"per_level": per_level, "split": self.level_split, "noise": "geometric",
-                                  "measurement": self.measurement, "ledger": ctx.ledger.summary(self.spec.delta)})
+        assumptions = tuple(data.assumptions) + ((REGION_TOTALS_ASSUMPTION,) if self.region_totals_public else ())
+        acc = ctx.accounting(assumptions=assumptions, notes=self.notes(),
+                             details={"split": self.level_split, "noise": GEOMETRIC.name,
+                                      "measurement": self.measurement})
         regions = data.regions
         return NodeHistogramRelease(
             names=regions.names, parent=regions.parent, level=regions.level, level_names=list(regions.level_names),
             cells=data.sizes, values=values.T.copy(), accounting=acc, mechanism=self.name, solver=self.solver_name,
-            params={**self.params(), "randomness": ctx.randomness, "K": data.K, "G": data.G, **info},
+            params=ctx.params(K=data.K, G=data.G, **info),
             timings={"measure_s": t1 - t0, "post_process_s": t2 - t1}, nonnegative=True, integer=True,
             level_totals=data.G if self.consistent else None, consistent=self.consistent, cell_name="size")
 
@@ -235,13 +226,6 @@ class GroupSizeMechanism(Mechanism):
 
     def _check_data(self, data: CountOfCounts) -> None:
         """Refusals that need the data (before noise)."""
-
-    def _aborted(self, ctx: RunContext, exc: BaseException) -> ReleaseAborted:
-        return ReleaseAborted(
-            f"{self.name} aborted in post-processing after its budget was spent: {type(exc).__name__}: {exc}. "
-            f"Spent {ctx.spent} of {self.spec.budget} (recorded in the ledger); nothing was released",
-            partial=None, spends=tuple(ctx.spends), spent=ctx.spent, accountant=ctx.ledger,
-            external_accountant=ctx.external, level=-1, level_name="post-processing", parents=None, cause=exc)
 
     def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
                      ) -> tuple[np.ndarray, dict[str, Any]]:

@@ -328,5 +328,6 @@ class GroupSizeTopDown(GroupSizeMechanism):
         return NodeHistogramRelease(
             names=regions.names, parent=regions.parent, level=regions.level, level_names=list(regions.level_names),
             cells=data.sizes, values=by_size.T.copy(), accounting=acc, mechanism=self.name, solver=self.solver_name,
-            params={**self.params(), "randomness": rel.params.get("randomness"), "K": data.K, "G": data.G},
+            params={**self.params(), **{k: rel.params.get(k) for k in ("randomness", "seed", "versions")},
+                    "K": data.K, "G": data.G},
             timings={"release_s": time.perf_counter() - t0}, level_totals=data.G, consistent=True, cell_name="size")

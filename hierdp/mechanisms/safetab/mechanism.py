@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from hierdp.mechanisms.base import Mechanism, refuse_solver
-from hierdp.mechanisms.safetab.guarantee import NOISES, level_zcdp, safetab_accounting
+from hierdp.mechanisms.safetab.guarantee import NOISES, SafeTabAccounting, level_zcdp, safetab_accounting
 from hierdp.mechanisms.safetab.levels import (
     AGE_BINS,
     PopulationGroupLevel,
@@ -70,6 +70,7 @@ from hierdp.privacy.domain import OBSERVED_DOMAIN_ASSUMPTION, ObservedDomainErro
 from hierdp.privacy.errors import PrivacyParameterError
 from hierdp.privacy.rng import SecureRandom
 from hierdp.privacy.spec import PrivacySpec
+from hierdp.release.accounting import Accounting
 
 __all__ = [
     "AGE_BINS",
@@ -81,6 +82,9 @@ __all__ = [
     "StabilityError",
     "safetab",
 ]
+
+#: the fields every Accounting has (the run context fills them); SafeTab's analysis adds the others
+_SHARED_FIELDS = frozenset(f.name for f in dataclasses.fields(Accounting))
 
 
 # --------------------------------------------------------------------------- the mechanism
@@ -272,10 +276,10 @@ class SafeTab(Mechanism):
             frame = frame.drop(columns="run")
         notes = (f"repetitions={self.repetitions} independent runs: each has this guarantee",) \
             if self.repetitions > 1 else ()
-        accounting = dataclasses.replace(accounting, spends=tuple(ctx.spends), assumptions=ctx.assumptions,
-                                         notes=notes, details={"ledger": ctx.ledger.summary(self.delta)})
-        params = {**self.params(), "randomness": ctx.randomness, "sex_values": sexes,
-                  "age_bins": {k: [int(x) for x in v] for k, v in self.bins.items()}}
+        analysis = {f.name: getattr(accounting, f.name) for f in dataclasses.fields(SafeTabAccounting)
+                    if f.name not in _SHARED_FIELDS}
+        accounting = ctx.accounting(kind=SafeTabAccounting, notes=notes, **analysis)
+        params = ctx.params(sex_values=sexes, age_bins={k: [int(x) for x in v] for k, v in self.bins.items()})
         return SafeTabRelease(frame=frame, accounting=accounting, noise=self.noise, gamma=self.gamma,
                               thresholds=self.thresholds, moe_level=self.moe_level,
                               observed_stability={w.name: w.observed for w in work}, params=params,

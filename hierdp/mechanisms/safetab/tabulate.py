@@ -11,9 +11,8 @@ import numpy as np
 import pandas as pd
 
 from hierdp.mechanisms.safetab.levels import SafeTabError, _LevelWork
-from hierdp.privacy.calibration import delivered_epsilon, delivered_rho, gaussian_sigma2, laplace_scale
 from hierdp.privacy.moe import discrete_gaussian_moe, geometric_moe
-from hierdp.privacy.samplers import discrete_gaussian, discrete_laplace
+from hierdp.privacy.noise import noise_model
 
 __all__ = ["TABULATIONS"]
 
@@ -24,23 +23,20 @@ TABULATIONS = ("total", "sex_age4", "sex_age9", "sex_age23")
 def _scale(noise: str, param: Fraction) -> float:
     """The noise parameter for a count with per-count budget ``param`` (exact), rounded up:
     geometric scale ``1/eps``, discrete Gaussian ``sigma2 = 1/(2 rho)`` (sensitivity 1)."""
-    if noise == "geometric":
-        return laplace_scale(param, 1, culprit="a level budget")
-    return gaussian_sigma2(param, 1, culprit="a level budget")
+    return noise_model(noise).calibrate(param, 1, culprit="a level budget")
 
 
 def _draw(noise: str, scale: float, size: tuple[int, ...], rng: Any) -> np.ndarray:
     """Integer noise with the (already safely rounded) parameter ``scale``."""
-    if noise == "geometric":
-        return discrete_laplace(scale, size, rng)
-    return discrete_gaussian(scale, size, rng)
+    return noise_model(noise).draw(scale, size, rng)
 
 
 def _moe(noise: str, scale: float, level: float, method: str) -> int:
     """Margin of error of the noise actually added (its exact delivered parameter)."""
+    delivered = float(noise_model(noise).delivered(scale, 1))
     if noise == "geometric":
-        return int(geometric_moe(float(delivered_epsilon(scale, 1)), level, method))  # type: ignore[arg-type]
-    return discrete_gaussian_moe(float(delivered_rho(scale, 1)), level, method)  # type: ignore[arg-type]
+        return int(geometric_moe(delivered, level, method))  # type: ignore[arg-type]
+    return discrete_gaussian_moe(delivered, level, method)  # type: ignore[arg-type]
 
 
 def _cells_frame(level: str, groups: np.ndarray, runs: np.ndarray, tab: str, cells: list[tuple[str, Any, Any]],

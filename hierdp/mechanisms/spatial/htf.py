@@ -52,6 +52,7 @@ import numpy as np
 from hierdp.hierarchy.spatial import rect_sums
 from hierdp.mechanisms.base import MechanismParameterError, refuse_solver
 from hierdp.mechanisms.spatial._common import (
+    GEOMETRIC,
     SpatialMechanism,
     Timer,
     as_grid,
@@ -68,7 +69,6 @@ from hierdp.mechanisms.spatial.objective import (
     probe_cost_terms,
     split_cost_terms_all,
 )
-from hierdp.privacy import samplers
 from hierdp.release.spatial import SpatialRelease
 
 __all__ = ["HTF", "LevelProbe", "alg1_search", "cell_offsets", "estimate_height"]
@@ -339,9 +339,8 @@ class HTF(SpatialMechanism):
             ctx.spend(pure(eps_prt_level), f"partition, depth {d} (height {h - d})", noise="discrete_laplace",
                       sensitivity=sens_obj, evaluations=2 * self.T + 1 if self.split == "alg1" else "L-1")
         for i in range(h, -1, -1):
-            ctx.spend(pure(levels[i]), f"data, height {i}", noise="discrete_laplace",
-                      sensitivity=self.count_sensitivity,
-                      scale=self.scale_for(levels[i]))
+            ctx.spend_noise(pure(levels[i]), f"data, height {i}", GEOMETRIC, self.scale_for(levels[i]),
+                            self.count_sensitivity)
         # 2-3. partition and perturb, level by level
         counts_flat = grid.counts.ravel()
         prefix = grid.prefix
@@ -372,7 +371,7 @@ class HTF(SpatialMechanism):
             with timer("perturbation"):
                 area = (r1 - r0) * (c1 - c0)
                 cnt = rect_sums(prefix, r0, r1, c0, c1)
-                y1 = cnt + samplers.discrete_laplace(self.scale_for(levels[i]), k_nodes, rng_)
+                y1 = cnt + GEOMETRIC.draw(self.scale_for(levels[i]), k_nodes, rng_)
                 if i == 0:
                     stop = np.ones(k_nodes, bool)
                 else:
@@ -383,7 +382,7 @@ class HTF(SpatialMechanism):
                 pruned = np.flatnonzero(stop) if i > 0 else np.zeros(0, np.int64)
                 if pruned.size:
                     scale2 = self.scale_for(remain[i])
-                    y2 = cnt[pruned] + samplers.discrete_laplace(scale2, pruned.size, rng_)
+                    y2 = cnt[pruned] + GEOMETRIC.draw(scale2, pruned.size, rng_)
                     if self.combine_pruned:
                         v1 = float(discrete_laplace_variance(self.scale_for(levels[i])))
                         v2 = float(discrete_laplace_variance(scale2))
@@ -421,7 +420,7 @@ class HTF(SpatialMechanism):
                                        np.stack([r0, r1, c0, c1], axis=1), split_rows, cnt, self.objective_bits)
 
                     def noise(n: int) -> np.ndarray:
-                        return samplers.discrete_laplace(scale_prt, n, rng_)
+                        return GEOMETRIC.draw(scale_prt, n, rng_)
 
                     ks = alg1_search(probe, length, self.T, noise)
                 else:
@@ -480,6 +479,6 @@ class HTF(SpatialMechanism):
             a, b, n1, n2 = split_cost_terms_all(block, 0 if split_rows[j] else 1)
             o = gridded_objective(a, b, n1, n2, self.objective_bits)
             scale = self.scale_for(eps_prt_level / int(length[j] - 1), grid_sens)
-            noisy = o + samplers.discrete_laplace(scale, o.size, rng)
+            noisy = o + GEOMETRIC.draw(scale, o.size, rng)
             out[j] = int(np.argmin(noisy)) + 1
         return out

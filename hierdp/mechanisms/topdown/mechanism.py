@@ -125,7 +125,6 @@ class TopDownMechanism(Mechanism):
     """
 
     name = "TopDown"
-    uses_solver = True
     #: target number of children per batch: a level is processed in chunks of parents so that peak
     #: memory stays bounded on wide levels (groups are independent, so chunks are too)
     chunk_children: int = 1 << 21
@@ -450,10 +449,8 @@ class TopDownMechanism(Mechanism):
                       params: dict[int, Any], sens: dict[int, int], state: _RunState, source: Any = None) -> None:
         t0 = time.perf_counter()
         name = state.names[0]
-        if self.unit.bounded:
+        if self.unit.bounded:  # the root total is public under bounded neighbours: nothing is measured
             root_value = int(tree.root_count)
-            key = "rho" if self.noise.calculus == "zcdp" else "epsilon"
-            state.per_level.append({"level": 0, "name": name, "spend": "public (bounded DP)", key: 0.0})
             root_path = 0.0
         else:
             if isinstance(self.plan, PerNodePlan):
@@ -478,43 +475,22 @@ class TopDownMechanism(Mechanism):
 
     def _spend_level(self, ctx: RunContext, L: int, name: str, part: Budget, param: float | None, sens: int,
                      state: _RunState, label: str | None = None) -> None:
-        """Record level L's spend (before its noise) and its line in the per-level table."""
-        noise = self.noise
-        details: dict[str, Any] = {"noise": noise.name, noise.sensitivity_name: noise.sensitivity_value(sens)}
-        item: dict[str, Any] = {"level": L, "name": name}
-        amount = float(next(iter(part.parameters.values())))
-        key = "rho" if noise.calculus == "zcdp" else "epsilon"
-        item[key] = amount
-        if param is not None:
-            details[noise.parameter_name] = param
-            details["delivered"] = noise.delivered(param, sens)  # exact, <= the part
-            item[noise.parameter_name] = param
-            item["spend"] = f"{key}={amount:.6g} {noise.parameter_name}={param:.6g}"
-        else:
-            item["spend"] = f"{key}={amount:.6g} (budget per node: {self.plan.describe(0)})"
-        item[noise.sensitivity_name] = noise.sensitivity_value(sens)
-        ctx.spend(part, label or f"level {L} ({name})", **details)
-        state.per_level.append(item)
+        """Record level L's spend before its noise (drawn in :meth:`_process_chunk`)."""
+        note = {} if param is not None else {"note": f"budget per node: {self.plan.describe(0)}"}
+        ctx.spend_noise(part, label or f"level {L} ({name})", self.noise, param, sens, **note)
 
     def _accounting(self, ctx: RunContext, state: _RunState, partial: bool) -> Accounting:
-        sens_values = [it[self.noise.sensitivity_name] for it in state.per_level if self.noise.sensitivity_name in it]
-        details: dict[str, Any] = {
-            "per_level": state.per_level, "split": self.plan.describe(len(sens_values)), "noise": self.noise.name,
-            "plan": self.plan.name, "ledger": ctx.ledger.summary(self.spec.delta),
-            self.noise.sensitivity_name: max(sens_values) if sens_values else None,
-        }
-        notes = ("partial release: the run stopped before its last level",) if partial else ()
-        return Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.spec.delta,
-                          spends=tuple(ctx.spends), assumptions=ctx.assumptions, notes=notes,
-                          conversion=self.spec.conversion if self.spec.epsilon_target is not None else None,
-                          epsilon_target=self.spec.epsilon_target, details=details)
+        key = self.noise.sensitivity_name
+        sens_values = [s.details[key] for s in ctx.spends if key in s.details]
+        details: dict[str, Any] = {"split": self.plan.describe(len(sens_values)), "noise": self.noise.name,
+                                   "plan": self.plan.name, key: max(sens_values) if sens_values else None}
+        return ctx.accounting(details=details, partial=partial)
 
     def _make_release(self, tree: TopDownTree, ctx: RunContext, state: _RunState, partial: bool) -> TreeRelease:
         n = len(state.levels)
         return TreeRelease(list(state.levels), list(state.names[:n]), self.name, self.solver_name,
                            self._accounting(ctx, state, partial), list(state.timings), list(state.stats),
-                           namer=getattr(tree, "namer", None), params={**self.params(), "randomness": ctx.randomness},
-                           partial=partial)
+                           namer=getattr(tree, "namer", None), params=ctx.params(), partial=partial)
 
     def _aborted(self, tree: TopDownTree, ctx: RunContext, state: _RunState, L: int, cause: BaseException,
                  parent_keys: np.ndarray | None) -> ReleaseAborted:
@@ -529,13 +505,8 @@ class TopDownMechanism(Mechanism):
                 labels = [str(k) for k in shown]
             more = f" and {len(parent_keys) - len(shown)} more" if len(parent_keys) > len(shown) else ""
             where = f", parent {', '.join(labels)}{more}"
-        msg = (f"{self.name} aborted at level {L} ({state.names[L]}){where} after its budget was spent: "
-               f"{type(cause).__name__}: {cause}. Spent so far: {ctx.spent} of {self.spec.budget} "
-               f"({len(ctx.spends)} parts, recorded in the ledger); the release of levels 0-{L - 1} is attached "
-               "as .partial (do not publish it as complete)")
-        return ReleaseAborted(msg, partial=partial, spends=tuple(ctx.spends), spent=ctx.spent, accountant=ctx.ledger,
-                              external_accountant=ctx.external, level=L, level_name=state.names[L],
-                              parents=parent_keys, cause=cause)
+        return ctx.aborted(cause, where=f"at level {L} ({state.names[L]}){where}", partial=partial, level=L,
+                           level_name=state.names[L], parents=parent_keys)
 
 
 class _RunState:
@@ -547,4 +518,3 @@ class _RunState:
         self.paths: list[np.ndarray | None] = []
         self.timings: list[float] = []
         self.stats: list[dict[str, Any]] = []
-        self.per_level: list[dict[str, Any]] = []

@@ -234,7 +234,7 @@ def test_bounded_neighbours_make_the_height_free_and_double_sensitivities():
     assert rel.details["noisy_n"] == grid.n_points and not any(s.label == "height estimate"
                                                                for s in rel.accounting.spends)
     data = [s for s in rel.accounting.spends if s.label.startswith("data")]
-    assert all(s.details["sensitivity"] == 2 for s in data)
+    assert all(s.details["l1_sensitivity"] == 2 for s in data)
 
 
 def test_secure_mode_runs_exact_samplers():

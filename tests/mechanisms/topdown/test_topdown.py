@@ -112,27 +112,28 @@ def test_budget_matches_algorithm_1() -> None:
     rho = (eps / (math.sqrt(math.log(1 / delta) + eps) + math.sqrt(math.log(1 / delta)))) ** 2
     rel = InfTDA(epsilon=eps, delta=delta).release(tree, seed=0)
     acc = rel.accounting
-    assert acc["rho"] == pytest.approx(rho, rel=1e-12)  # the library also rounds rho down by ulps
-    assert acc["epsilon"] == pytest.approx(eps, rel=1e-9)  # Lemma 3 round trip (a few ulps)
-    levels = acc["per_level"][1:]
-    assert len(levels) == T
+    assert acc.total.rho == pytest.approx(rho, rel=1e-12)  # the library also rounds rho down by ulps
+    analytic = next(g for g in acc.guarantees if g.calculus == "approx" and g.method.startswith("zCDP, analytic"))
+    assert analytic.parameters["epsilon"] == pytest.approx(eps, rel=1e-9)  # Lemma 3 round trip (a few ulps)
+    levels = acc.spends  # bounded: the root is public, so one spend per level below it
+    assert [s.label for s in levels] == [f"level {L} ({tree.level_names[L]})" for L in range(1, T + 1)]
     for item in levels:  # sigma2 is rounded up by at most an ulp: 1e-12 relative is wide
-        assert item["sigma2"] == pytest.approx(T / rho, rel=1e-12)
-    assert sum(item["rho"] for item in levels) == pytest.approx(rho, rel=1e-12)  # T float roundings
+        assert item.details["sigma2"] == pytest.approx(T / rho, rel=1e-12)
+    assert sum(item.budget.rho for item in levels) == pytest.approx(rho, rel=1e-12)  # T float roundings
     assert "zCDP" in rel.guarantee and "1e-08" in rel.guarantee
     # unbounded (Alg. 3): T + 1 equal shares, the root's with sensitivity m
     rel_u = InfTDA(rho=rho, delta=delta, bounded=False, contributions=2).release(tree, seed=0)
-    items = rel_u.accounting["per_level"]
+    items = rel_u.accounting.spends
     # closed forms, sigma2 rounded up by at most an ulp: default (1e-6) tolerances below are loose
-    assert items[0]["sigma2"] == pytest.approx(2 ** 2 / (2 * rho / (T + 1)))
+    assert items[0].details["sigma2"] == pytest.approx(2 ** 2 / (2 * rho / (T + 1)))
     share = 2 * rho / (T + 1)
-    assert all(i["sigma2"] == pytest.approx(2 ** 2 / share) for i in items[1:])  # GS2^2 = m^2
-    assert sum(i["rho"] for i in items) == pytest.approx(rho)
+    assert all(i.details["sigma2"] == pytest.approx(2 ** 2 / share) for i in items[1:])  # GS2^2 = m^2
+    assert sum(i.budget.rho for i in items) == pytest.approx(rho)
     # declared distinct pairs: GS2^2 = m at the finest level only (coarser cells merge pairs)
     items_d = InfTDA(rho=rho, delta=delta, bounded=False, contributions=2, distinct=True).release(
-        tree, seed=0).accounting["per_level"]
-    assert all(i["sigma2"] == pytest.approx(4 / share) for i in items_d[1:-1])
-    assert items_d[-1]["sigma2"] == pytest.approx(2 / share)
+        tree, seed=0).accounting.spends
+    assert all(i.details["sigma2"] == pytest.approx(4 / share) for i in items_d[1:-1])
+    assert items_d[-1].details["sigma2"] == pytest.approx(2 / share)
 
 
 def test_sensitivities() -> None:
