@@ -218,7 +218,7 @@ def postprocess(tree: Hierarchy, frame: pd.DataFrame, noise: str, iteration: str
     # 1 / (2 rho)) - still exact integer L2 for the cost-table solver
     b = per["param"].to_numpy()
     var = 2 * np.exp(-b) / (1 - np.exp(-b)) ** 2 if noise == "geometric" else 0.5 / b
-    problem = tree.to_problem(per["noisy"], fix_root=False, weights=1.0 / var)
+    problem = hierdp.Problem.from_hierarchy(tree, per["noisy"], fix_root=False, weights=1.0 / var)
     per["weighted"] = np.asarray(hierdp.solve(problem, solver="costtable").values)
     per["depth"] = tree.level
     for col in ("root_free", "root_fixed", "weighted"):  # children sum to parents, integral, >= 0

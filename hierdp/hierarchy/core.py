@@ -14,7 +14,7 @@ sharing the structure).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import networkx as nx
@@ -40,10 +40,6 @@ from hierdp.hierarchy.errors import (
     UnknownLevelError,
     UnknownNodeError,
 )
-
-if TYPE_CHECKING:
-    from hierdp.models import Problem
-
 
 def _frozen(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)
@@ -464,30 +460,3 @@ class Hierarchy:
             "level_name": pd.Categorical.from_codes(self.level, self.level_names).astype(object),
             "count": self.counts,
         })
-
-    def to_problem(
-        self,
-        target: Any,
-        *,
-        fix_root: bool = True,
-        objective: str = "l2",
-        integer: bool = True,
-        nonnegative: bool = True,
-        weights: Any = None,
-    ) -> Problem:
-        """The whole-tree post-processing Problem with this hierarchy's structure and names.
-
-        Args:
-            target: noisy values, an array in index order or a Series keyed by node name
-                (missing nodes / NaN: no objective term).
-            fix_root: fix the root at its true count (an invariant such as a national total).
-            objective, integer, nonnegative: passed to :class:`hierdp.models.Problem`.
-            weights: per-node objective weights (array in index order or Series by name).
-        """
-        from hierdp.models import Problem
-
-        # names are checked here, so an unknown node is a hierarchy error (UnknownNodeError)
-        tgt = np.asarray(self._node_vector(target, "target"), dtype=float)
-        w = None if weights is None else np.asarray(self._node_vector(weights, "weights"), dtype=float)
-        return Problem.from_hierarchy(self, tgt, fix_root=fix_root, objective=objective, integer=integer,
-                                      nonnegative=nonnegative, weights=w)

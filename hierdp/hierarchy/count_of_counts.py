@@ -345,18 +345,6 @@ class DynProgTree:
         """The ``(K, n_regions)`` array of a node vector (root dropped)."""
         return np.asarray(values)[1:].reshape(self.data.K, self.data.n_regions)
 
-    def problem(self, noisy_by_size: np.ndarray, *, integer: bool = True, weights: np.ndarray | None = None,
-                objective: str = "l2") -> Any:
-        """Model 1 (H1-H4) on this tree: the root fixed at ``G``, every other node's target its
-        noisy count (``(K, n_regions)``), consistency, non-negativity, integrality (``integer``)."""
-        from hierdp.models import Problem
-
-        target = np.concatenate([[np.nan], np.asarray(noisy_by_size, dtype=float).ravel()])
-        fixed = np.full(self.n, np.nan)
-        fixed[0] = self.data.G
-        w = None if weights is None else np.concatenate([[1.0], np.asarray(weights, dtype=float).ravel()])
-        return Problem(self.parent, target, fixed=fixed, objective=objective, integer=integer, weights=w)
-
     # ------------------------------------------------------------------ the post-order chain (§9.2)
     def chain_order(self) -> np.ndarray:
         """Node indices in the post-order chain of §9.2 (size-major; the root last)."""

@@ -27,6 +27,7 @@ from hierdp.privacy.conversions import (
     check_rho,
     zcdp_to_approx_dp,
 )
+from hierdp.privacy.guarantees import implied_guarantees
 from hierdp.privacy.errors import BudgetExceeded, PrivacyError, PrivacyParameterError
 
 __all__ = ["Accountant", "Budget", "Calculus"]
@@ -332,24 +333,6 @@ class Budget:
             eps = min(eps, self._epsilon)  # type: ignore[type-var]
         return Budget("approx", epsilon=eps, delta=Fraction(d))
 
-    def guarantees(self, delta: float | None = None) -> dict[str, dict[str, float]]:
-        """Every guarantee this budget implies, keyed by calculus.
-
-        pure -> pure, zcdp (+ approx, approx_analytic if ``delta``); zcdp -> zcdp (+ approx,
-        approx_analytic if ``delta``); approx -> approx (at ``delta`` if given and larger).
-        """
-        out: dict[str, dict[str, float]] = {self._calculus: self.parameters}
-        if self._calculus == "pure":
-            out["zcdp"] = self.to_zcdp().parameters
-        if delta is None:
-            return out
-        if self._calculus != "approx":
-            out["approx"] = self.to_approx_dp(delta, "numeric").parameters
-            out["approx_analytic"] = self.to_approx_dp(delta, "analytic").parameters
-        elif check_delta(delta) >= float(self._delta):  # type: ignore[arg-type]
-            out["approx"] = self.to_approx_dp(delta).parameters
-        return out
-
 
 def _rebuild_budget(calculus: str, epsilon: Fraction | None, rho: Fraction | None,
                     delta: Fraction | None) -> Budget:
@@ -428,11 +411,13 @@ class Accountant:
     def summary(self, delta: float | None = None) -> dict[str, Any]:
         """Machine-readable accounting: total, spent, remaining, ledger, implied guarantees.
 
-        With ``delta``, ``implied`` includes the (eps, delta)-DP guarantee of what was spent
-        (and ``implied_total`` that of the whole budget).
+        ``implied`` (of what was spent) and ``implied_total`` (of the whole budget) list every
+        guarantee :func:`~hierdp.privacy.guarantees.implied_guarantees` gives (with ``delta``, the
+        (eps, delta)-DP ones too), each as ``{"calculus", parameters..., "method", "valid"}``.
         """
-        spent_implied = (self._spent.guarantees(delta) if not self._spent.is_zero
-                         else {self._spent.calculus: self._spent.parameters})
+        spent_implied = ([g.as_dict() for g in implied_guarantees(self._spent, delta)] if not self._spent.is_zero
+                         else [{"calculus": self._spent.calculus, **self._spent.parameters, "method": "as spent",
+                                "valid": True}])
         return {
             "calculus": self._total.calculus,
             "total": self._total.parameters,
@@ -440,7 +425,7 @@ class Accountant:
             "remaining": self.remaining.parameters,
             "ledger": [{"label": label, **b.parameters} for label, b in self._ledger],
             "implied": spent_implied,
-            "implied_total": self._total.guarantees(delta),
+            "implied_total": [g.as_dict() for g in implied_guarantees(self._total, delta)],
         }
 
     def report(self, delta: float | None = None) -> str:
@@ -460,6 +445,7 @@ class Accountant:
             for label, b in self._ledger:
                 lines.append(f"    {label:<{width}}  {fmt(b.parameters)}")
         lines.append("  implied by the spend:")
-        for calc, params in s["implied"].items():
-            lines.append(f"    {calc:<16} {fmt(params)}")
+        for g in s["implied"]:
+            params = {k: v for k, v in g.items() if k not in ("calculus", "method", "valid")}
+            lines.append(f"    {g['calculus']:<7} {fmt(params):<36} {g['method']}")
         return "\n".join(lines)

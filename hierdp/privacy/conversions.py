@@ -29,9 +29,6 @@ __all__ = [
     "check_delta",
     "check_epsilon",
     "check_rho",
-    "gaussian_rho",
-    "gaussian_sigma2_for_rho",
-    "laplace_scale_for_epsilon",
     "pure_rdp_curve",
     "pure_to_zcdp",
     "rdp_epsilon_term",
@@ -304,29 +301,3 @@ def rdp_to_approx_dp(rdp_curve: RdpCurve, delta: float,
     if not math.isfinite(eps):
         raise PrivacyParameterError("rdp_curve is infinite at every alpha searched")
     return max(eps, 0.0), best_alpha
-
-
-# -- calibration ------------------------------------------------------------------------------------
-def gaussian_sigma2_for_rho(rho: float, sensitivity: float = 1.0) -> float:
-    """sigma2 of the (discrete or continuous) Gaussian mechanism giving rho-zCDP.
-
-    ``sigma2 = sensitivity**2 / (2 rho)`` (Bun & Steinke 2016; CKS20 Thm 4 for the discrete
-    Gaussian on integer queries with L2 sensitivity ``sensitivity``).
-    """
-    r = check_rho(rho)
-    s = _positive("sensitivity", sensitivity)
-    return s * s / (2.0 * r)
-
-
-def gaussian_rho(sigma2: float, sensitivity: float = 1.0) -> float:
-    """rho-zCDP of the (discrete) Gaussian mechanism: ``sensitivity**2 / (2 sigma2)``."""
-    s2 = _positive("sigma2", sigma2)
-    s = _positive("sensitivity", sensitivity)
-    return s * s / (2.0 * s2)
-
-
-def laplace_scale_for_epsilon(epsilon: float, sensitivity: float = 1.0) -> float:
-    """Scale ``sensitivity / epsilon`` of the Laplace or geometric mechanism giving epsilon-DP."""
-    eps = check_epsilon(epsilon)
-    s = _positive("sensitivity", sensitivity)
-    return s / eps

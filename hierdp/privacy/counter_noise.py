@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from hierdp.privacy.calibration import check_representable
 from hierdp.privacy.errors import PrivacyParameterError
 
 __all__ = [
@@ -270,8 +271,6 @@ def _laplace_from_word(word: np.ndarray, scale: np.ndarray | float) -> np.ndarra
 
 def _per_node(params: np.ndarray | float, streams: NodeStreams, name: str) -> np.ndarray:
     """``params`` as one float per node (a scalar is broadcast); any other size is refused."""
-    from hierdp.privacy.samplers import check_representable
-
     arr = np.asarray(params, dtype=np.float64)
     check_representable(name, arr)
     n = len(streams)

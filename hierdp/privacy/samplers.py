@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from hierdp.privacy import counter_noise, secure_sampling
+from hierdp.privacy.calibration import check_representable
 from hierdp.privacy.counter_noise import NodeStreams
 from hierdp.privacy.errors import PrivacyParameterError
 from hierdp.privacy.opendp_backend import MAX_SCALE, opendp_discrete_gaussian, opendp_discrete_laplace
@@ -113,18 +114,6 @@ def _positive_param(name: str, value: object, size: Size) -> np.ndarray:
         first = arr[bad].flat[0]
         raise PrivacyParameterError(f"{name} must be finite and > 0, got {first!r}")
     return _broadcast(name, arr, value, _shape_of(size, arr.shape))
-
-
-#: noise parameters above these would let int64 draws wrap or collapse (see hierdp.privacy.calibration)
-_MAX_PARAM = {"scale": 2.0 ** 48, "sigma2": 2.0 ** 96}
-
-
-def check_representable(name: str, arr: np.ndarray) -> None:
-    """Refuse a noise scale (``scale``) or variance (``sigma2``) whose int64 draws could wrap."""
-    limit = _MAX_PARAM.get(name)
-    if limit is not None and arr.size and float(np.max(arr)) > limit:
-        raise PrivacyParameterError(f"{name} {float(np.max(arr)):.3g} exceeds {limit:.3g}: its int64 draws could "
-                                    "overflow (the budget is too small for any meaningful release)")
 
 
 def _param(name: str, value: object, size: Size, secure: bool) -> np.ndarray:

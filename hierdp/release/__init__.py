@@ -13,7 +13,7 @@
   :class:`~hierdp.privacy.spec.Guarantee` - one guarantee in one calculus.
 """
 
-from hierdp.privacy.spec import Guarantee
+from hierdp.privacy.guarantees import Guarantee
 from hierdp.release.accounting import Accounting, Spend
 from hierdp.release.base import BaseRelease
 from hierdp.release.histogram import NodeHistogramRelease

@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from hierdp.privacy.budget import Budget
-from hierdp.privacy.spec import Guarantee, describe_guarantee, implied_guarantees
+from hierdp.privacy.guarantees import Guarantee, implied_guarantees
+from hierdp.privacy.spec import describe_guarantee
 from hierdp.privacy.unit import PrivacyUnit
 
 __all__ = ["Accounting", "Spend"]

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hierdp.models import Problem
 from hierdp.hierarchy import Hierarchy, InconsistentCountError, UnknownLevelError, UnknownNodeError
 
 LEVELS = ["region", "province", "city"]
@@ -205,17 +206,17 @@ def test_with_counts_and_aggregate() -> None:
     assert np.array_equal(h.aggregate(by_name), h.counts)
 
 
-def test_to_problem_true_counts_feasible() -> None:
+def test_problem_from_hierarchy_true_counts_feasible() -> None:
     df = random_frame(np.random.default_rng(5), 300, True)
     h = Hierarchy.from_frame(df, LEVELS, count="n")
     rng = np.random.default_rng(6)
     noisy = h.counts + rng.normal(0, 3, h.n)
-    p = h.to_problem(noisy, objective="l1")
+    p = Problem.from_hierarchy(h, noisy, objective="l1")
     assert p.violations(h.counts) == []
     assert p.fixed[0] == h.counts[0] and np.isnan(p.fixed[1:]).all()
     assert list(p.names) == list(h.names) and np.array_equal(p.parent, h.parent)
     assert p.objective_value(h.counts) == pytest.approx(np.abs(noisy - h.counts)[1:].sum())
-    p2 = h.to_problem(pd.Series(noisy, index=h.names), fix_root=False, weights=np.full(h.n, 2.0))
+    p2 = Problem.from_hierarchy(h, pd.Series(noisy, index=h.names), fix_root=False, weights=np.full(h.n, 2.0))
     assert np.isnan(p2.fixed).all() and p2.violations(h.counts) == []
     assert p2.objective_value(h.counts) == pytest.approx(2 * ((noisy - h.counts) ** 2).sum())
     # a wrong root violates the fixed root

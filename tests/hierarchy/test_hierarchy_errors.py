@@ -188,5 +188,3 @@ def test_with_counts_and_aggregate_errors() -> None:
         h.aggregate([1, 2, 3, 4])
     with pytest.raises(CountError, match="leaf 'b'"):
         h.aggregate(pd.Series({"a": 1}))
-    with pytest.raises(UnknownNodeError, match="'zz'"):
-        h.to_problem(pd.Series({"zz": 1.0}))

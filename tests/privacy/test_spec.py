@@ -10,7 +10,8 @@ import pytest
 
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
-from hierdp.privacy.spec import PrivacySpec, describe_guarantee, guarantee_text, implied_guarantees
+from hierdp.privacy.guarantees import implied_guarantees
+from hierdp.privacy.spec import PrivacySpec, describe_guarantee, guarantee_text
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release import Accounting
 

@@ -239,7 +239,7 @@ class GroupSizeMechanism(Mechanism):
         (``Problem.violations``: every constraint, from the parent array and the rows). The
         registry's own ``verify`` adds L-inf group checks, irrelevant to these L2 problems and
         slow on millions of chain rows, so it is replaced by this check."""
-        import hierdp
+        from hierdp.solvers import solve
         from hierdp.solvers.base import Solution, SolverFailed, Status
 
         if self.solver == "pdlp":
@@ -248,7 +248,7 @@ class GroupSizeMechanism(Mechanism):
             x, st = solve_relaxation(problem, time_limit=self.time_limit, **self.solver_options)
             return Solution(values=x, objective=problem.objective_value(x), status=Status.OPTIMAL, solver="pdlp",
                             wall_time=st["seconds"], stats=st)
-        sol = hierdp.solve(problem, solver=self.solver, time_limit=self.time_limit, verify=False,
+        sol = solve(problem, solver=self.solver, time_limit=self.time_limit, verify=False,
                            **self.solver_options)
         bad = problem.violations(sol.values)
         if bad:

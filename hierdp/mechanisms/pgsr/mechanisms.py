@@ -52,7 +52,13 @@ import numpy as np
 from hierdp.hierarchy.count_of_counts import CountOfCounts
 from hierdp.mechanisms.base import MechanismParameterError
 from hierdp.mechanisms.pgsr.base import GroupSizeMechanism, _check_count_of_counts, _dynprog_solution
-from hierdp.mechanisms.pgsr.problems import chain_problem, chain_target_variances, cumulative_problem, prefix_problem
+from hierdp.mechanisms.pgsr.problems import (
+    chain_problem,
+    chain_target_variances,
+    cumulative_problem,
+    histogram_problem,
+    prefix_problem,
+)
 from hierdp.mechanisms.pgsr.transforms import (
     chain_targets_from_region_cumulatives,
     chain_to_histograms,
@@ -101,7 +107,7 @@ class MH(GroupSizeMechanism):
     def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
                      ) -> tuple[np.ndarray, dict[str, Any]]:
         dp = data.dynprog_tree()
-        problem = dp.problem(noisy, integer=not self.relaxed)
+        problem = histogram_problem(dp, noisy, integer=not self.relaxed)
         if self.region_totals_public:
             self._add_region_totals_rows(problem, data, dp)
         sol = self._solve(problem)
@@ -127,7 +133,7 @@ class MDynProg(GroupSizeMechanism):
     def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
                      ) -> tuple[np.ndarray, dict[str, Any]]:
         dp = data.dynprog_tree()
-        sol = self._solve(dp.problem(noisy))
+        sol = self._solve(histogram_problem(dp, noisy))
         return _dynprog_solution(dp, sol.values), {"objective": float(sol.objective),
                                               "solver_seconds": float(sol.wall_time)}
 
@@ -221,7 +227,7 @@ class CumulativeDynProg(GroupSizeMechanism):
             proj[:, r] = clip_isotonic(noisy[:, r].astype(float), lower=0.0)
         targets = inverse_cumulative(round_half_up(proj))
         dp = data.dynprog_tree()
-        sol = self._solve(dp.problem(targets))
+        sol = self._solve(histogram_problem(dp, targets))
         return _dynprog_solution(dp, sol.values), {"objective": float(sol.objective),
                                               "solver_seconds": float(sol.wall_time)}
 

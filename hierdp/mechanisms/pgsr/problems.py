@@ -1,4 +1,5 @@
-"""Paper 001's post-processing models posed as :class:`~hierdp.models.Problem` s: Model 2 in
+"""Paper 001's post-processing models posed as :class:`~hierdp.models.Problem` s: Model 1 on the
+dynamic-programming tree (:func:`histogram_problem`), Model 2 in
 cumulative variables (:func:`cumulative_problem`) or with prefix-sum query terms
 (:func:`prefix_problem`), and Model 3, the post-order chain (:func:`chain_problem`, with
 :func:`chain_target_variances` for its inverse-variance weights)."""
@@ -10,9 +11,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hierdp.hierarchy.count_of_counts import CountOfCounts
+from hierdp.hierarchy.count_of_counts import CountOfCounts, DynProgTree
 
-__all__ = ["chain_problem", "chain_target_variances", "cumulative_problem", "prefix_problem"]
+__all__ = ["chain_problem", "chain_target_variances", "cumulative_problem", "histogram_problem", "prefix_problem"]
+
+
+def histogram_problem(dp: DynProgTree, noisy_by_size: np.ndarray, *, integer: bool = True,
+                      weights: np.ndarray | None = None, objective: str = "l2") -> Any:
+    """Model 1 (H1-H4) on the dynamic-programming tree ``dp``: the root fixed at ``G``, every other
+    node's target its noisy count (``(K, n_regions)``), consistency, non-negativity, integrality
+    (``integer``)."""
+    from hierdp.models import Problem
+
+    target = np.concatenate([[np.nan], np.asarray(noisy_by_size, dtype=float).ravel()])
+    fixed = np.full(dp.n, np.nan)
+    fixed[0] = dp.data.G
+    w = None if weights is None else np.concatenate([[1.0], np.asarray(weights, dtype=float).ravel()])
+    return Problem(dp.parent, target, fixed=fixed, objective=objective, integer=integer, weights=w)
 
 
 def cumulative_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, integer: bool = True,
@@ -52,7 +67,7 @@ def prefix_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, integer
 
     dp = data.dynprog_tree()
     n, K = data.n_regions, data.K
-    p = dp.problem(np.full((K, n), np.nan), integer=integer)
+    p = histogram_problem(dp, np.full((K, n), np.nan), integer=integer)
     kk = np.arange(1, K + 1)
     per_region = K * (K + 1) // 2
     rows = np.repeat(np.arange(n * K), np.tile(kk, n))  # term (r, k) has k entries

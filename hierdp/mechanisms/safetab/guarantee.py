@@ -36,7 +36,7 @@ from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
 from hierdp.privacy.moe import discrete_gaussian_rho_for_moe, geometric_epsilon_for_moe
 from hierdp.privacy.rdp_geometric import geometric_rdp_exact, geometric_rdp_paper
-from hierdp.privacy.spec import Guarantee, implied_guarantees
+from hierdp.privacy.guarantees import Guarantee, implied_guarantees
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release.accounting import Accounting
 
