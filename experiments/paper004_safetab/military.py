@@ -60,7 +60,7 @@ import pandas as pd
 import hierdp
 from experiments.common import RESULTS
 from hierdp.hierarchy import Hierarchy
-from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTabRelease, consistent_totals, safetab
+from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTab, SafeTabRelease, consistent_totals
 from hierdp.privacy.moe import (
     discrete_gaussian_coverage,
     discrete_gaussian_rho_for_moe,
@@ -141,9 +141,8 @@ def build_levels(df: pd.DataFrame, tree: Hierarchy, noise: str) -> list[Populati
 def run(df: pd.DataFrame, levels: list[PopulationGroupLevel], noise: str, rng: np.random.Generator,
         repetitions: int | None = None) -> SafeTabRelease:
     """One SafeTab call (all groups TotalOnly, no age column)."""
-    return safetab(df, levels, noise=noise, sex="gender", age=None,
-                   sex_values=["female", "male"], rng=rng, delta=DELTA,
-                   repetitions=repetitions, include_true=True)
+    return SafeTab(levels, noise=noise, sex="gender", age=None, sex_values=["female", "male"], delta=DELTA,
+                   repetitions=repetitions, include_true=True).release(df, rng=rng)
 
 
 def coverage_study(df: pd.DataFrame, tree: Hierarchy, runs: int, chunk: int,

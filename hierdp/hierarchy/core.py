@@ -21,6 +21,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from hierdp._segments import children_csr
 from hierdp.hierarchy import builders
 from hierdp.hierarchy._tree import (
     canonical_order,
@@ -145,11 +146,11 @@ class Hierarchy:
                        level_names: Sequence[str] | None) -> None:
         n = names.size
         n_levels = level_ptr.size - 1
-        n_kids = np.bincount(parent[1:], minlength=n)
-        child_ptr = np.empty(n + 1, np.int64)
-        child_ptr[0] = 1  # children of the root start right after it
-        np.cumsum(n_kids, out=child_ptr[1:])
-        child_ptr[1:] += 1
+        # in canonical order the children of every node are a contiguous run: the CSR's pointers,
+        # shifted by the root (node 0, no parent), are the index ranges themselves
+        ptr, _ = children_csr(parent, n)
+        child_ptr = ptr + 1
+        n_kids = np.diff(ptr)
         self.names = _frozen(names)
         self.parent = _frozen(parent.astype(np.int64, copy=False))
         self.level_ptr = _frozen(level_ptr.astype(np.int64, copy=False))

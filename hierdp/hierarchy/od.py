@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hierdp._segments import gather_ranges
 from hierdp.hierarchy.counts import checked_total, coerce_counts
 from hierdp.hierarchy.domain import observed_assumption
 from hierdp.hierarchy.errors import (
@@ -33,7 +34,6 @@ from hierdp.hierarchy.errors import (
     UnknownColumnError,
 )
 from hierdp.hierarchy.geography import Geography
-from hierdp.hierarchy.topdown_tree import gather_children
 
 __all__ = ["Geography", "ODTree"]
 
@@ -290,11 +290,11 @@ class ODTree:
         o, d = np.divmod(pk, self.destination_geo.sizes[b])
         if self._side_refined(level) == "d":
             ptr = self.destination_geo.child_ptr[b]
-            kids, offsets = gather_children(ptr[d], ptr[d + 1] - ptr[d])
+            kids, offsets = gather_ranges(ptr[d], ptr[d + 1] - ptr[d])
             child_keys = np.repeat(o, np.diff(offsets)) * self.destination_geo.sizes[b2] + kids
         else:
             ptr = self.origin_geo.child_ptr[a]
-            kids, offsets = gather_children(ptr[o], ptr[o + 1] - ptr[o])
+            kids, offsets = gather_ranges(ptr[o], ptr[o + 1] - ptr[o])
             child_keys = kids * self.destination_geo.sizes[b2] + np.repeat(d, np.diff(offsets))
         return child_keys, offsets, self.counts(level + 1, child_keys)
 

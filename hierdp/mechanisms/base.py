@@ -326,22 +326,6 @@ class Mechanism(ABC):
             raise PrivacyParameterError(f"secure must be True or False, got {secure!r}")
         self.secure = bool(secure)
 
-    # legacy attribute names (the old constructors stored these)
-    @property
-    def bounded(self) -> bool:
-        """The unit's neighbouring relation (True: bounded)."""
-        return self.unit.bounded
-
-    @property
-    def contributions(self) -> int:
-        """The unit's records per person."""
-        return self.unit.contributions
-
-    @property
-    def distinct(self) -> bool:
-        """Whether the unit's records are distinct finest cells."""
-        return self.unit.distinct
-
     def params(self) -> dict[str, Any]:
         """The mechanism's parameters (stored in every release)."""
         p: dict[str, Any] = {"calculus": self.spec.calculus, **self.spec.budget.parameters,

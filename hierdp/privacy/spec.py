@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from collections.abc import Sequence
 
@@ -25,13 +25,12 @@ from hierdp.privacy.conversions import (
 )
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
-from hierdp.privacy.guarantees import Guarantee, implied_guarantees
+from hierdp.privacy.guarantees import Guarantee
 
 __all__ = [
     "CALCULI",
     "PrivacySpec",
     "describe_guarantee",
-    "guarantee_text",
 ]
 
 #: The calculi a mechanism's noise can be accounted in.
@@ -201,22 +200,3 @@ def describe_guarantee(accounting: Any) -> str:
     if assumptions:
         s += "; assumes: " + "; ".join(assumptions)
     return s
-
-
-def guarantee_text(spec: PrivacySpec, neighbours: str, extra: str = "") -> str:
-    """Old wording helper (``"ρ-zCDP (neighbours...), implies (ε, δ)-DP ..."``), kept for its import
-    path; new code builds a :class:`hierdp.release.Accounting` and calls :func:`describe_guarantee`."""
-
-    @dataclass
-    class _Words:
-        total: Budget
-        delta: float | None
-        guarantees: tuple = field(default_factory=tuple)
-        unit: Any = None
-        notes: tuple = ()
-        assumptions: tuple = ()
-
-    words = _Words(spec.budget, spec.delta, implied_guarantees(spec.budget, spec.delta))
-    text = describe_guarantee(words)
-    head, _, tail = text.partition(",")
-    return (f"{head} ({neighbours}{extra})," + tail) if tail else f"{head} ({neighbours}{extra})"

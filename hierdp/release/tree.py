@@ -17,7 +17,7 @@ import pandas as pd
 
 from hierdp.release.base import BaseRelease
 
-__all__ = ["Release", "ReleaseLevel", "TreeRelease"]
+__all__ = ["ReleaseLevel", "TreeRelease"]
 
 
 @dataclass
@@ -161,6 +161,3 @@ class TreeRelease(BaseRelease):
                 f"solver={self.solver!r}, levels={self.n_levels}, "
                 f"nodes per level={sizes}, guarantee={self.guarantee!r})")
 
-
-#: The old name of :class:`TreeRelease` (``hierdp.release.Release``), kept for existing code.
-Release = TreeRelease

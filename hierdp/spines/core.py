@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from hierdp._segments import children_csr, gather_ranges
 from hierdp.errors import HierdpError
 
 __all__ = ["Spine", "SpineError", "as_fraction", "parse_proportions"]
@@ -346,11 +347,7 @@ class Spine:
     def children_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, child)``: children of geounit u are ``child[ptr[u]:ptr[u+1]]`` (in spine order;
         level order makes them contiguous)."""
-        nch = self.n_children
-        ptr = np.zeros(self.n + 1, np.int64)
-        np.cumsum(nch, out=ptr[1:])
-        child = np.flatnonzero(self.parent >= 0)
-        return ptr, child[np.argsort(self.parent[child], kind="stable")]
+        return children_csr(self.parent, self.n)
 
     def gamma(self, u: int) -> Fraction:
         """γ of geounit ``u``, exactly."""
@@ -516,17 +513,13 @@ def _depths(parent: np.ndarray, names: np.ndarray) -> np.ndarray:
     level); refuses nodes not below the root (a cycle), naming one."""
     n = parent.size
     depth = np.full(n, -1, np.int64)
-    has = parent >= 0
-    kids_all = np.flatnonzero(has)
-    kids_all = kids_all[np.argsort(parent[kids_all], kind="stable")]
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(parent[has], minlength=n), out=ptr[1:])
-    frontier = np.flatnonzero(~has)
+    ptr, kids_all = children_csr(parent, n)
+    frontier = np.flatnonzero(parent < 0)
     depth[frontier] = 0
     d = 0
     while frontier.size:
         d += 1
-        kids = kids_all[gather_ranges(ptr[frontier], ptr[frontier + 1])]
+        kids = kids_all[gather_ranges(ptr[frontier], ptr[frontier + 1] - ptr[frontier])[0]]
         kids = kids[depth[kids] < 0]
         depth[kids] = d
         frontier = kids
@@ -534,16 +527,6 @@ def _depths(parent: np.ndarray, names: np.ndarray) -> np.ndarray:
         i = int(np.flatnonzero(depth < 0)[0])
         raise SpineError(f"geounit {names[i]!r} is not below the root (a cycle in the parent array)")
     return depth
-
-
-def gather_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(starts[i], stops[i])`` over i, vectorized."""
-    lens = np.maximum(np.asarray(stops, np.int64) - np.asarray(starts, np.int64), 0)
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    first = np.repeat(np.asarray(starts, np.int64) - (np.cumsum(lens) - lens), lens)
-    return first + np.arange(total, dtype=np.int64)
 
 
 def _level_order(parent: np.ndarray, depth: np.ndarray) -> np.ndarray:

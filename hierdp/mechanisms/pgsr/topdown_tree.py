@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from hierdp.hierarchy.count_of_counts import CountOfCounts
-from hierdp.hierarchy.topdown_tree import gather_children
+from hierdp._segments import gather_ranges
 
 __all__ = ["DynProgTopDownTree"]
 
@@ -65,7 +65,7 @@ class DynProgTopDownTree:
             k0, r = np.divmod(pk - 1, n)
             starts = self._child_ptr[r]
             sizes = self._child_ptr[r + 1] - starts
-            regions_, offsets = gather_children(starts, sizes)
+            regions_, offsets = gather_ranges(starts, sizes)
             kids = 1 + np.repeat(k0, sizes) * n + regions_
         return kids, offsets, self._flat[kids - 1]
 

@@ -1,7 +1,7 @@
 """SafeTab (paper 004): adaptive tabulation of population groups.
 
 * :mod:`.levels` - :class:`PopulationGroupLevel` (the input) and its validation against the data;
-* :mod:`.mechanism` - :class:`SafeTab` (the mechanism) and :func:`safetab` (one call);
+* :mod:`.mechanism` - :class:`SafeTab` (the mechanism);
 * :mod:`.tabulate` - the adaptive tabulation of one level (Alg. 2);
 * :mod:`.release` - :class:`SafeTabRelease`;
 * :mod:`.guarantee` - its privacy in every calculus (exact RDP of the geometric mechanism), and
@@ -27,7 +27,6 @@ from hierdp.mechanisms.safetab.mechanism import (
     SafeTabError,
     SafeTabRelease,
     StabilityError,
-    safetab,
 )
 
 __all__ = [
@@ -47,6 +46,5 @@ __all__ = [
     "population_groups",
     "race_iterations",
     "rdp_curve_geometric_levels",
-    "safetab",
     "safetab_accounting",
 ]

@@ -23,8 +23,7 @@ or the caller must declare the observed ones public (``observed_domain_public=Tr
 release then states as an assumption); otherwise the run is refused before any noise
 (:func:`~hierdp.privacy.domain.check_public_domain`).
 
-:class:`SafeTab` is the mechanism (the shared contract of :mod:`hierdp.mechanisms.base`);
-:func:`safetab` runs it in one call. The output (:class:`SafeTabRelease`, a
+:class:`SafeTab` is the mechanism (the shared contract of :mod:`hierdp.mechanisms.base`). The output (:class:`SafeTabRelease`, a
 :class:`~hierdp.release.TableRelease`) is a tidy frame, one row per released count: level, group,
 tabulation, cell, sex, age bin, noisy count, its margin of error at ``moe_level`` (exact discrete
 quantile of the noise actually added) - plus the release's accounting in every calculus
@@ -80,7 +79,6 @@ __all__ = [
     "SafeTabError",
     "SafeTabRelease",
     "StabilityError",
-    "safetab",
 ]
 
 #: the fields every Accounting has (the run context fills them); SafeTab's analysis adds the others
@@ -284,24 +282,3 @@ class SafeTab(Mechanism):
                               thresholds=self.thresholds, moe_level=self.moe_level,
                               observed_stability={w.name: w.observed for w in work}, params=params,
                               timings={"validate_s": t_valid, "noise_s": time.perf_counter() - t0 - t_valid})
-
-
-def safetab(df: pd.DataFrame, levels: Sequence[PopulationGroupLevel], *,
-            noise: Literal["geometric", "discrete_gaussian"] = "geometric",
-            gamma: float = 0.1, thresholds: Sequence[float] = (10, 100, 1000),
-            sex: str = "sex", age: str | None = "age", sex_values: Sequence[Any] | None = None,
-            age_bins: Mapping[str, Sequence[int]] | None = None,
-            rng: np.random.Generator | SecureRandom | None = None, seed: int | None = None,
-            delta: float = 1e-10, moe_level: float = 0.95,
-            moe_method: Literal["exact", "paper"] = "exact",
-            accountant: Accountant | None = None, repetitions: int | None = None,
-            include_true: bool = False, observed_domain_public: bool = False,
-            secure: bool = False) -> SafeTabRelease:
-    """Run SafeTab (Alg. 1) on a person-level frame: ``SafeTab(levels, ...).release(df, ...)`` in
-    one call. See :class:`SafeTab` for the arguments; ``rng`` / ``seed`` / ``secure`` /
-    ``accountant`` are those of :meth:`SafeTab.release`."""
-    mech = SafeTab(levels, noise=noise, gamma=gamma, thresholds=thresholds, sex=sex, age=age,
-                   sex_values=sex_values, age_bins=age_bins, delta=delta, moe_level=moe_level,
-                   moe_method=moe_method, repetitions=repetitions, include_true=include_true,
-                   observed_domain_public=observed_domain_public, secure=secure)
-    return mech.release(df, seed=seed, rng=rng, accountant=accountant)

@@ -34,11 +34,6 @@ class SafeTabRelease(TableRelease):
     mechanism: str = "SafeTab"
     value_column: str = "noisy_count"
 
-    @property
-    def parameters(self) -> dict[str, Any]:
-        """The run's parameters (old name of :attr:`params`)."""
-        return self.params
-
     def check_consistency(self) -> list[str]:
         """What SafeTab promises (it does not promise additivity, paper 004's "No Consistency"):
         integer counts; one tabulation per (run, level, group); each tabulation's complete cell set."""

@@ -183,10 +183,6 @@ class TopDownMechanism(Mechanism):
         """Seconds per solver call."""
         return self.level_solver.time_limit
 
-    def level_sens_sq(self, level: int, n_levels: int) -> float:
-        """Squared L2 sensitivity of ``level`` in a tree with ``n_levels`` levels (root = 0)."""
-        return float(self.unit.l2_sensitivity_sq(finest=level == n_levels - 1))
-
     def params(self) -> dict[str, Any]:
         return {**super().params(), **self.level_solver.params(), "noise": self.noise.name, "plan": self.plan.name}
 

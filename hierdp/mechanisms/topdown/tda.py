@@ -45,7 +45,6 @@ class TDA(TopDownMechanism):
             self.name = "TDA_linf"
         else:
             self.name = "TDA_l2" if rounding == "paper" else "TDA_l2_exact"
-        self._requested_solver = solver
         super().__init__(epsilon, delta, rho=rho, budget=budget, unit=unit, bounded=bounded,
                          contributions=contributions, distinct=distinct, secure=secure, conversion=conversion,
                          noise=noise, plan=plan, objective=objective, solver=solver, solver_options=solver_options,

@@ -15,14 +15,8 @@ from scipy import stats
 
 from hierdp.hierarchy import Hierarchy
 from hierdp.mechanisms import InfTDA, MechanismParameterError, ReleaseAborted, create
-from hierdp.mechanisms.topdown import (
-    DiscreteGaussianNoise,
-    GeometricNoise,
-    GeometricPlan,
-    PerNodePlan,
-    ProportionsPlan,
-    TopDownMechanism,
-)
+from hierdp.mechanisms.topdown import GeometricPlan, PerNodePlan, ProportionsPlan, TopDownMechanism
+from hierdp.privacy.noise import DiscreteGaussianNoise, GeometricNoise
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.solvers import Capabilities, GroupSolution, Solver, SolverFailed, get, registry, solve_groups
 

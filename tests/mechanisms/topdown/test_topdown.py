@@ -15,7 +15,8 @@ from hierdp.hierarchy import Hierarchy
 from hierdp.hierarchy.od import ODTree
 from hierdp.hierarchy.topdown_tree import HierarchyTree
 from hierdp.solvers.paper_round import paper_round_batch
-from hierdp.mechanisms.topdown import TDA, InfTDA, level_sensitivity_sq
+from hierdp.mechanisms.topdown import TDA, InfTDA
+from hierdp.privacy.unit import PrivacyUnit
 from hierdp.solvers import UnsupportedProblem
 from hierdp.privacy.errors import PrivacyParameterError
 
@@ -134,6 +135,10 @@ def test_budget_matches_algorithm_1() -> None:
         tree, seed=0).accounting.spends
     assert all(i.details["sigma2"] == pytest.approx(4 / share) for i in items_d[1:-1])
     assert items_d[-1].details["sigma2"] == pytest.approx(2 / share)
+
+
+def level_sensitivity_sq(bounded: bool, contributions: int, distinct: bool = False, *, finest: bool = True) -> int:
+    return PrivacyUnit(bounded, contributions, distinct).l2_sensitivity_sq(finest=finest)
 
 
 def test_sensitivities() -> None:
