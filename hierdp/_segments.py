@@ -98,9 +98,9 @@ def check_groups(
     offs = np.asarray(offsets)
     if offs.ndim != 1 or offs.size < 1:
         raise GroupError("offsets must be a one-dimensional array with len(totals)+1 entries")
-    if not np.issubdtype(offs.dtype, np.integer):
-        if not np.all(np.isfinite(offs)) or np.any(offs != np.round(offs)):
-            raise GroupError("offsets must be integers")
+    if not np.issubdtype(offs.dtype, np.integer) and (not np.all(np.isfinite(offs))
+                                                      or np.any(offs != np.round(offs))):
+        raise GroupError("offsets must be integers")
     offs = offs.astype(np.int64)
     tot = np.asarray(totals, dtype=np.float64)
     if tot.ndim != 1 or offs.size != tot.size + 1:

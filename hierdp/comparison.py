@@ -144,7 +144,9 @@ def _status_of(exc: BaseException) -> str:
 
 
 def _seeds(seeds: int | Iterable[int]) -> list[int]:
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+    if isinstance(seeds, bool):
+        raise ValueError(f"seeds must be a positive number of runs or a list of seeds, got {seeds}")
+    if isinstance(seeds, (int, np.integer)):
         if seeds < 1:
             raise ValueError(f"seeds must be a positive number of runs or a list of seeds, got {seeds}")
         return list(range(int(seeds)))

@@ -51,7 +51,7 @@ PANELS: dict[str, tuple[list[tuple[tuple[str, ...], str, bool]], str, str]] = {
 
 
 def _labels(ok: pd.DataFrame) -> list[tuple[str, str]]:
-    return list(dict.fromkeys(zip(ok["mechanism"], ok["solver"])))
+    return list(dict.fromkeys(zip(ok["mechanism"], ok["solver"], strict=False)))
 
 
 def _label(mech: str, solver: str) -> str:
@@ -100,11 +100,11 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     # configurations side by side around each level (they often coincide: a dodge keeps each visible)
     dodge = {c: (k - (len(configs) - 1) / 2) * min(0.06, 0.5 / max(len(configs), 1)) for k, c in enumerate(configs)}
     handles = []
-    for ax, panel in zip([axes[0, 0], axes[0, 1], axes[1, 0]], panels):
+    for ax, panel in zip([axes[0, 0], axes[0, 1], axes[1, 0]], panels, strict=False):
         cols, what, log = panel
         for k, conf in enumerate(configs):
             sub = ok[(ok["mechanism"] == conf[0]) & (ok["solver"] == conf[1])]
-            for col, style in zip(cols, ("-", "--")):
+            for col, style in zip(cols, ("-", "--"), strict=False):
                 g = sub.groupby("level")[col]
                 if log:  # errors: median and the min-max band over the seeds
                     mid, lo, hi = g.median(), g.min(), g.max()
@@ -137,12 +137,12 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     ax = axes[1, 1]
     runs = ok.drop_duplicates(["mechanism", "solver", "seed"])
     failed = frame[frame["status"] != "ok"].drop_duplicates(["mechanism", "solver"])
-    not_run = [(m, s, st) for m, s, st in zip(failed["mechanism"], failed["solver"], failed["status"])
+    not_run = [(m, s, st) for m, s, st in zip(failed["mechanism"], failed["solver"], failed["status"], strict=False)
                if (m, s) not in colors]
     rows = configs + [(m, s) for m, s, _ in not_run]
     ypos = np.arange(len(rows))[::-1]
     spans = []
-    for y, conf in zip(ypos, configs):
+    for y, conf in zip(ypos, configs, strict=False):
         t = runs[(runs["mechanism"] == conf[0]) & (runs["solver"] == conf[1])]["run_seconds"].to_numpy(float)
         med = float(np.median(t))
         spans.append(t)
@@ -160,7 +160,7 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_xlim(right=ax.get_xlim()[1] * (1.6 if ax.get_xscale() == "log" else 1.15))
-    for y, (_, _, status) in zip(ypos[len(configs):], not_run):  # configurations that could not run
+    for y, (_, _, status) in zip(ypos[len(configs):], not_run, strict=False):  # configurations that could not run
         ax.annotate(f"not run: {status}", (ax.get_xlim()[0], y), xytext=(4, 0), textcoords="offset points",
                     va="center", fontsize=8, color="dimgray", style="italic")
     ax.set_yticks(ypos)

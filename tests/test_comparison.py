@@ -103,7 +103,7 @@ def test_every_solver_pair_runs_for_every_mechanism_with_a_solver_step(sizes, gr
     assert [(n, kw["solver"], kw["time_limit"]) for n, kw in seen] == [
         ("pgsr_mdp", "costtable", 20.0), ("pgsr_mdp", "highs", 20.0), ("pgsr_mh", "costtable", 20.0),
         ("pgsr_mh", "highs", 20.0), ("pgsr_topdown", "costtable", 20.0), ("pgsr_topdown", "highs", 20.0)]
-    pairs = set(zip(frame["mechanism"], frame["solver"]))
+    pairs = set(zip(frame["mechanism"], frame["solver"], strict=False))
     assert pairs == {(m, s) for m in ("pgsr_mdp", "pgsr_mh", "pgsr_topdown") for s in ("costtable", "highs")}
     # every pair is an exact integer L2 solve both plug-ins support (costtable: levels and trees)
     assert (frame["status"] == "ok").all(), frame[frame["status"] != "ok"]["message"].tolist()
@@ -112,7 +112,7 @@ def test_every_solver_pair_runs_for_every_mechanism_with_a_solver_step(sizes, gr
     assert [(n, kw.get("solver"), kw.get("time_limit")) for n, kw in seen] == [
         ("ag", "twopass", 15.0), ("ag", "highs", 15.0), ("quadtree", "twopass", 15.0), ("quadtree", "highs", 15.0),
         ("identity", None, None)]  # no solver step: run once, with neither
-    assert set(zip(frame["mechanism"], frame["solver"])) == {
+    assert set(zip(frame["mechanism"], frame["solver"], strict=False)) == {
         ("ag", "twopass"), ("ag", "highs"), ("quadtree", "twopass"), ("quadtree", "highs"), ("identity", "-")}
 
 
@@ -139,7 +139,7 @@ def test_group_size_figure(sizes, tmp_path) -> None:
 
     frame = compare(sizes, ["pgsr_mdp", "pgsr_chain_dp"], seeds=2)
     fig = compare_figure(frame)
-    assert [ax.get_title() for ax in fig.axes][0].startswith("L1 error per level")
+    assert next(ax.get_title() for ax in fig.axes).startswith("L1 error per level")
     want = frame[frame["mechanism"] == "pgsr_mdp"].groupby("level")["l1_total"].median().to_numpy(float)
     assert np.array_equal(fig.axes[0].lines[0].get_ydata(), want)
     fig.savefig(tmp_path / "g.png")

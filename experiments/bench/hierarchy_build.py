@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

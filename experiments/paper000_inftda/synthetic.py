@@ -273,7 +273,7 @@ def plot_times(df: pd.DataFrame, path: Path) -> None:
     datasets = list(dict.fromkeys(df["dataset"]))
     mechs = [m for m in MECHANISMS if m in set(df["mechanism"])]
     width = 0.8 / max(len(mechs), 1)
-    for ax, eps in zip(axes[0], eps_values):
+    for ax, eps in zip(axes[0], eps_values, strict=False):
         for i, mech in enumerate(mechs):
             xs, ys, lo, hi = [], [], [], []
             for j, ds in enumerate(datasets):

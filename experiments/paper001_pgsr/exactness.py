@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         best = min(float(((np.array([s for _, s in chain_coordinates(parent, h)[:-1]]) - t) ** 2).sum())
                    for h in feasible_set(parent, data.K, data.G))
         tgt = np.zeros((data.K, data.n_regions))
-        for ((k, r), _), val in zip(coords[:-1], t):
+        for ((k, r), _), val in zip(coords[:-1], t, strict=False):
             tgt[k - 1, r] = val
         _, cinfo = ChainDynProg(epsilon=1, measure="level_vector").post_process(data, tgt, [1.0] * data.n_levels)
         tiny["chain dynamic program vs brute force"][0] += 1

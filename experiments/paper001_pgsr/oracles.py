@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -31,7 +31,7 @@ def full_histograms(parent: list[int], leaves: list[int], leaf_values: np.ndarra
     summed by walking up parents one node at a time."""
     n = len(parent)
     h = np.zeros((n, K), np.int64)
-    for leaf, row in zip(leaves, leaf_values):
+    for leaf, row in zip(leaves, leaf_values, strict=False):
         r = leaf
         while r >= 0:
             h[r] += row

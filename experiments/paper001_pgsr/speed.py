@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         (_, t_chain) = _timed(ChainDynProg(epsilon=1.0).post_process, data, ncum, cscales)
         print(f"   approx cumulative DP: {t_cum:.2f} s; chain dynamic program: {t_chain:.2f} s (post-processing)")
         try:
-            (rv, rinfo), t_qp = _timed(MH(epsilon=1.0, relaxed=True, solver="pdlp", time_limit=args.mip_limit)
+            (_rv, rinfo), t_qp = _timed(MH(epsilon=1.0, relaxed=True, solver="pdlp", time_limit=args.mip_limit)
                                        .post_process, data, noisy, scales)
             print(f"   relaxed QP (PDLP, rel. tol. 1e-8): {t_qp:.1f} s, objective {rinfo['objective']:.6g} "
                   f"(<= M_DP's {info['objective']:.6g}); M_DP is {t_qp / t_mdp:.1f}x faster")

@@ -124,7 +124,7 @@ def _figures(summary: pd.DataFrame, out, tag: str = "") -> None:
 
     datasets = list(summary.dataset.unique())
     fig, axes = plt.subplots(1, len(datasets), figsize=(7 * len(datasets), 4.5), squeeze=False)
-    for ax, ds in zip(axes[0], datasets):
+    for ax, ds in zip(axes[0], datasets, strict=False):
         part = summary[(summary.dataset == ds) & (summary.level == 0)]
         wide = part.pivot_table(index="mechanism", columns="epsilon", values="seconds", sort=False)
         wide.plot.bar(ax=ax, logy=True)

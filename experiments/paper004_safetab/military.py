@@ -288,11 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  mean L1 error over {len(l1)} runs ({time.perf_counter() - t0:.1f} s, "
           f"{3 * len(l1)} solves): " + ", ".join(
               f"{m} {v:.0f} (±{e:.0f})" for m, v, e in
-              zip(methods, l1.mean(0), l1.std(0, ddof=1) / np.sqrt(len(l1)))))
+              zip(methods, l1.mean(0), l1.std(0, ddof=1) / np.sqrt(len(l1)), strict=False)))
     gain = l1[:, :1] - l1[:, 1:]  # paired: same noisy run, before minus after
     print("  paired L1 reduction vs noisy: " + ", ".join(
         f"{m} {v:.0f} ± {e:.0f} ({100 * v / l1[:, 0].mean():.1f} %)" for m, v, e in
-        zip(methods[1:], gain.mean(0), gain.std(0, ddof=1) / np.sqrt(len(l1)))))
+        zip(methods[1:], gain.mean(0), gain.std(0, ddof=1) / np.sqrt(len(l1)), strict=False)))
     print(f"\nwrote {RESULTS / 'safetab_military_coverage.csv'}, safetab_military_postprocess.csv"
           f"; total {time.perf_counter() - t_start:.0f} s")
     return 0

@@ -178,8 +178,8 @@ def plot(cov: pd.DataFrame, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     cov = cov[cov["cells"] >= 100]  # a handful of counts is sampling noise, not coverage
-    for ax, (noise, sub) in zip(axes, cov.groupby("noise", sort=False)):
-        labels = [f"{lv}\n{tab}" for lv, tab in zip(sub["level"], sub["tabulation"])]
+    for ax, (noise, sub) in zip(axes, cov.groupby("noise", sort=False), strict=False):
+        labels = [f"{lv}\n{tab}" for lv, tab in zip(sub["level"], sub["tabulation"], strict=False)]
         x = np.arange(len(sub))
         ax.errorbar(x, 100 * sub["coverage"], yerr=200 * sub["se"], fmt="o", label="empirical ±2 SE")
         ax.scatter(x, 100 * sub["exact_coverage"], marker="_", s=300, color="k",

@@ -166,7 +166,8 @@ def _read(args: argparse.Namespace, layout: Layout | None, spec: Any) -> Any:
         return read_grid(args, spec)
     from hierdp.cli.trees import build_tree
 
-    return build_tree(args, read_table(args.input, counts=[args.count] if args.count else []), layout.shape)
+    return build_tree(args, read_table(args.input, counts=[args.count] if args.count else []),
+                      layout.shape or "levels")
 
 
 def _domain_line(args: argparse.Namespace, layout: Layout | None, spec: Any) -> str:

@@ -70,7 +70,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     tree = world_cities_hierarchy()
-    sizes = " -> ".join(f"{name} {size:,}" for name, size in zip(tree.level_names, np.diff(tree.level_ptr)))
+    sizes = " -> ".join(f"{name} {size:,}" for name, size in zip(tree.level_names, np.diff(tree.level_ptr), strict=False))
     console.say(f"hierdp demo: bundled GeoNames world cities, {tree.n:,} nodes ({sizes}), "
           f"{int(tree.counts[0]):,} people; built in {time.perf_counter() - t0:.2f} s")
     console.say(f"privacy: epsilon={args.epsilon}, delta={args.delta}, bounded DP (world total public); "

@@ -49,9 +49,9 @@ from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags,
 __all__ = [
     "MAX_CELLS",
     "add_point_arguments",
+    "domain_text",
     "parse_box",
     "parse_grid",
-    "domain_text",
     "parse_params",
     "point_spec",
     "read_grid",
@@ -109,7 +109,7 @@ def parse_box(values: list[str], names: tuple[str, str]) -> tuple[float, float, 
     if len(values) != 4:
         raise CliError(f"--box needs four numbers {' '.join(s.upper() for s in labels)}, got {len(values)}")
     out: list[float] = []
-    for label, text in zip(labels, values):
+    for label, text in zip(labels, values, strict=False):
         try:
             v = float(text)
         except ValueError:
@@ -248,7 +248,7 @@ def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
 
     xcol, ycol, names, box = spec["x"], spec["y"], spec["names"], spec["box"]
     counts = [args.count] if args.count else []
-    df = read_table(args.input, counts=counts, columns=[xcol, ycol] + counts, numbers=[xcol, ycol])
+    df = read_table(args.input, counts=counts, columns=[xcol, ycol, *counts], numbers=[xcol, ycol])
     if len(df) == 0:
         raise CliError(f"input {Path(args.input).name}: no points (the file has a header and no rows)")
     x, y = df[xcol].to_numpy(), df[ycol].to_numpy()

@@ -91,7 +91,7 @@ def open_dask_client(args: argparse.Namespace) -> Any:
     cluster = LocalCluster(n_workers=args.workers or 2, threads_per_worker=1, processes=True,
                            dashboard_address=":0", silence_logs=logging.ERROR)
     client = Client(cluster)
-    client._hierdp_cluster = cluster  # closed with the client
+    setattr(client, "_hierdp_cluster", cluster)  # noqa: B010 (closed with the client)
     return client
 
 

@@ -246,13 +246,13 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
                                                              if extra else ""))
     written = False
     try:
-        def work() -> tuple[Any, Any, float, Any]:
+        def work() -> tuple[Any, float, Any]:
             t0 = time.perf_counter()
             if is_dataset(args):
                 tree = build_dataset_tree(args, client)
             else:
                 df = read_table(args.input, counts=[args.count] if args.count else [])
-                tree = build_tree(args, df, layout.shape)
+                tree = build_tree(args, df, layout.shape or "levels")
             check_public_domain(tree)
             t_build = time.perf_counter() - t0
             return tree, t_build, mech.release(tree, seed=seed, progress=show_progress(args), **extra)
@@ -271,7 +271,7 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
         console.say(f"input: {args.input} -> {tree!r} (built in {t_build:.2f} s)")
         console.say(rel.accounting_text())
         console.say("per level: released nodes, seconds")
-        for lev, (lv, secs) in enumerate(zip(rel.levels, rel.timings)):
+        for lev, (lv, secs) in enumerate(zip(rel.levels, rel.timings, strict=False)):
             console.say(f"  {lev:>2} {rel.level_names[lev]:<28} {len(lv):>10,} {secs:>9.3f}")
         console.say(f"wrote {len(frame):,} rows to {out}")
     except KeyboardInterrupt:

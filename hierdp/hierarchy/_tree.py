@@ -53,7 +53,7 @@ def check_unique_names(names: np.ndarray, parent: np.ndarray) -> None:
         )
 
 
-def canonical_order(parent: np.ndarray, names: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+def canonical_order(parent: np.ndarray, names: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(order, level_ptr)``: node indices in canonical order and the level offsets.
 
     ``order[k]`` is the input index of the node placed at position ``k``. Raises CycleError when

@@ -326,13 +326,13 @@ class Hierarchy:
 
     def __contains__(self, name: object) -> bool:
         try:
-            self.index_of(name)  # type: ignore[arg-type]
+            self.index_of(name)
         except (UnknownNodeError, TypeError):
             return False
         return True
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{nm}={int(k)}" for nm, k in zip(self.level_names, np.diff(self.level_ptr)))
+        sizes = ", ".join(f"{nm}={int(k)}" for nm, k in zip(self.level_names, np.diff(self.level_ptr), strict=False))
         return f"Hierarchy(n={self.n}, total={int(self.counts[0])}, levels: {sizes})"
 
     def index_of(self, name: Hashable) -> int:
@@ -443,9 +443,9 @@ class Hierarchy:
             g = nx.DiGraph(level_names=list(self.level_names))  # kept for from_graph round trips
             g.add_nodes_from(
                 (nm, {"level": int(lv), "count": int(c)})
-                for nm, lv, c in zip(self.names, self.level, self.counts)
+                for nm, lv, c in zip(self.names, self.level, self.counts, strict=False)
             )
-            g.add_edges_from(zip(self.names[self.parent[1:]], self.names[1:]))
+            g.add_edges_from(zip(self.names[self.parent[1:]], self.names[1:], strict=False))
             self._graph = g
         return self._graph
 

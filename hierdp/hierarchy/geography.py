@@ -95,7 +95,7 @@ class Geography:
         return [int(n.size) for n in self.names]
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{nm}={k}" for nm, k in zip(self.level_names, self.sizes))
+        sizes = ", ".join(f"{nm}={k}" for nm, k in zip(self.level_names, self.sizes, strict=False))
         return f"Geography({sizes}; domain {self.domain_source})"
 
     def ancestor(self, level: int, finest_idx: np.ndarray) -> np.ndarray:
@@ -206,7 +206,7 @@ class Geography:
             lab = names[lev].astype(str)
             if pd.Index(lab).has_duplicates:
                 names[lev] = np.array([f"{names[lev - 1][p]}/{x}" if lev > 1 else x
-                                       for p, x in zip(parents[lev], lab)], dtype=object)
+                                       for p, x in zip(parents[lev], lab, strict=False)], dtype=object)
         return cls([root_level] + [str(c) for c in levels], names, parents, ids=ids)
 
     @classmethod

@@ -256,7 +256,7 @@ class ODTree:
         # within-level ids -> path strings, so that finest ids are unique geography-wide
         o_paths = _path_frame(df, o_lv)
         d_paths = _path_frame(df, d_lv)
-        names = [_common_level_name(o, d) for o, d in zip(o_lv, d_lv)]
+        names = [_common_level_name(o, d) for o, d in zip(o_lv, d_lv, strict=False)]
         if len(set(names)) < len(names):
             names = [str(o) for o in o_lv]
         o_paths.columns = names
@@ -276,8 +276,8 @@ class ODTree:
     # ------------------------------------------------------------------ TopDownTree protocol
     def _side_refined(self, level: int) -> str:
         """Which side the step ``level -> level + 1`` refines: ``"o"`` or ``"d"``."""
-        a, b = self.level_pairs[level]
-        a2, b2 = self.level_pairs[level + 1]
+        a, _b = self.level_pairs[level]
+        a2, _b2 = self.level_pairs[level + 1]
         return "o" if a2 > a else "d"
 
     def expand(self, level: int, parent_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -285,7 +285,7 @@ class ODTree:
         if not 0 <= level < self.n_levels - 1:
             raise HierarchyError(f"expand: level must be in 0..{self.n_levels - 2}, got {level}")
         a, b = self.level_pairs[level]
-        a2, b2 = self.level_pairs[level + 1]
+        _a2, b2 = self.level_pairs[level + 1]
         pk = np.asarray(parent_keys, dtype=np.int64)
         o, d = np.divmod(pk, self.destination_geo.sizes[b])
         if self._side_refined(level) == "d":

@@ -124,7 +124,7 @@ class HierarchyTree:
             raise NotATreeError(f"a TopDown tree needs exactly one root, found {roots.size}")
         self.root_key = int(roots[0])
         self.root_count = int(self._counts[self.root_key])
-        self.namer = _HierarchyNamer(np.asarray(h.names, dtype=object))
+        self.namer: KeyNamer = _HierarchyNamer(np.asarray(h.names, dtype=object))
         # the public-domain statement travels with the tree (hierdp.privacy.domain reads it)
         self.domain_source = getattr(h, "domain_source", "declared")
         self.domain_assumption = getattr(h, "domain_assumption", None)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from fractions import Fraction
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -45,9 +45,6 @@ from hierdp.privacy.rng import resolve_rng
 from hierdp.privacy.spec import PrivacySpec
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release.accounting import Accounting, Spend
-
-#: an Accounting (sub)class
-AccountingT = TypeVar("AccountingT", bound=Accounting)
 
 __all__ = [
     "Mechanism",
@@ -260,7 +257,7 @@ class RunContext:
 
     def accounting(self, *, assumptions: Iterable[str] = (), notes: Iterable[str] = (),
                    details: Mapping[str, Any] | None = None, partial: bool = False,
-                   kind: type[AccountingT] = Accounting, **fields: Any) -> AccountingT:  # type: ignore[assignment]
+                   kind: type[Accounting] = Accounting, **fields: Any) -> Accounting:
         """The release's :class:`~hierdp.release.Accounting`: the mechanism's total, unit and
         conversion, the spends so far, the domain assumption plus ``assumptions`` (each once),
         ``notes`` (and a note that the release is partial), ``details`` with the ledger's summary.

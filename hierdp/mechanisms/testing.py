@@ -80,7 +80,7 @@ class _Observed:
 
 
 def _state(rng: np.random.Generator) -> dict[str, Any]:
-    return copy.deepcopy(rng.bit_generator.state)
+    return copy.deepcopy(dict(rng.bit_generator.state))
 
 
 def check_mechanism(name: str, params: Mapping[str, Any], data: Any, *,

@@ -50,7 +50,7 @@ def _exact(value: object, name: str, check: Any) -> Fraction:
 def _check_non_negative(value: object, name: str) -> None:
     if isinstance(value, (bool, str, bytes)) or not isinstance(value, (Real, Fraction)):
         raise PrivacyParameterError(f"{name} must be a number, got {value!r}")
-    if not (math.isfinite(float(value)) and value >= 0):
+    if not (math.isfinite(float(value)) and float(value) >= 0):
         raise PrivacyParameterError(f"{name} must be finite and >= 0, got {value!r}")
 
 
@@ -100,12 +100,12 @@ class Budget:
 
     # -- constructors -----------------------------------------------------------------------
     @classmethod
-    def pure(cls, epsilon: float) -> Budget:
+    def pure(cls, epsilon: float | Fraction) -> Budget:
         """epsilon-DP, epsilon finite and > 0."""
         return cls("pure", epsilon=_exact(epsilon, "epsilon", check_epsilon))
 
     @classmethod
-    def zcdp(cls, rho: float) -> Budget:
+    def zcdp(cls, rho: float | Fraction) -> Budget:
         """rho-zCDP, rho finite and > 0."""
         return cls("zcdp", rho=_exact(rho, "rho", check_rho))
 
@@ -223,7 +223,7 @@ class Budget:
         # Lets sum(parts) work: sum starts from the integer 0.
         if isinstance(other, int) and not isinstance(other, bool) and other == 0:
             return self
-        return NotImplemented  # type: ignore[return-value]
+        return NotImplemented
 
     def _scaled(self, factor: Fraction) -> Budget:
         def mul(v: Fraction | None) -> Fraction | None:
@@ -322,7 +322,7 @@ class Budget:
         if self._calculus == "approx":
             if Fraction(d) < self._delta:  # type: ignore[operator]
                 raise PrivacyParameterError(
-                    f"delta: an ({float(self._epsilon)}, {float(self._delta)})-DP budget does "
+                    f"delta: an ({self.epsilon}, {self.delta})-DP budget does "
                     f"not imply delta={d}")
             return Budget("approx", epsilon=self._epsilon, delta=Fraction(d))
         if self.is_zero:
@@ -330,7 +330,7 @@ class Budget:
         rho = float(self.to_zcdp()._rho)  # type: ignore[arg-type]
         eps = Fraction(zcdp_to_approx_dp(rho, d, method))
         if self._calculus == "pure":
-            eps = min(eps, self._epsilon)  # type: ignore[type-var]
+            eps = min(eps, self.exact_parameters["epsilon"])
         return Budget("approx", epsilon=eps, delta=Fraction(d))
 
 

@@ -16,7 +16,7 @@ Conventions (Bun & Steinke 2016; Canonne, Kamath & Steinke 2020; paper 004 App. 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -40,7 +40,7 @@ __all__ = [
 Method = Literal["analytic", "numeric"]
 #: Below this rho the Gaussian variance 1 / (2 rho) overflows a double: no usable release.
 _SMALLEST_RHO = 1e-300
-RdpCurve = Callable[[float], float]
+RdpCurve = Callable[[Any], Any]  # alpha (a float or an array of orders) -> divergence(s)
 
 
 # -- input checks (public: other privacy modules reuse them) -------------------------------------
@@ -81,10 +81,12 @@ def check_delta(delta: object, name: str = "delta") -> float:
     return x
 
 
-def _check_method(method: object) -> str:
-    if method not in ("analytic", "numeric"):
-        raise PrivacyParameterError(f"method must be 'analytic' or 'numeric', got {method!r}")
-    return str(method)
+def _check_method(method: object) -> Method:
+    if method == "analytic":
+        return "analytic"
+    if method == "numeric":
+        return "numeric"
+    raise PrivacyParameterError(f"method must be 'analytic' or 'numeric', got {method!r}")
 
 
 # -- pure DP, zCDP, RDP ----------------------------------------------------------------------------
@@ -249,7 +251,7 @@ def approx_dp_to_zcdp(epsilon: float, delta: float, method: Method = "numeric") 
 def _evaluate_curve(rdp_curve: RdpCurve, alphas: np.ndarray) -> np.ndarray:
     """``rdp_curve`` on every alpha (vectorized call if the curve supports it)."""
     try:
-        values = np.asarray(rdp_curve(alphas), dtype=np.float64)  # type: ignore[arg-type]
+        values = np.asarray(rdp_curve(alphas), dtype=np.float64)
         if values.shape != alphas.shape:
             raise ValueError
     except Exception:  # scalar-only callable: evaluate one alpha at a time

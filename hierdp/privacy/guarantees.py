@@ -61,6 +61,10 @@ def _pure_rdp(eps: float) -> Callable[[np.ndarray], np.ndarray]:
     return lambda a: np.minimum(eps, np.asarray(a, dtype=np.float64) * half_sq)
 
 
+def _zcdp_rdp(rho: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda a: rho * np.asarray(a, dtype=np.float64)
+
+
 def implied_guarantees(total: Budget, delta: float | None = None, *,
                        rdp_curve: Callable[[np.ndarray], np.ndarray] | None = None,
                        zcdp_rho: float | None = None) -> tuple[Guarantee, ...]:
@@ -88,7 +92,7 @@ def implied_guarantees(total: Budget, delta: float | None = None, *,
     else:
         rho = float(total.rho)
         out.append(Guarantee("zcdp", {"rho": rho}, "as spent"))
-        curve = rdp_curve if rdp_curve is not None else (lambda a, r=rho: r * np.asarray(a, dtype=np.float64))
+        curve = rdp_curve if rdp_curve is not None else _zcdp_rdp(rho)
     if delta is None:
         return tuple(out)
     d = check_delta(delta, "delta")

@@ -147,7 +147,7 @@ def geometric_epsilon_for_moe(moe: float, level: float = 0.95, method: Method = 
 # -- discrete Gaussian N_Z(sigma2), sigma2 = 1/(2 rho) ---------------------------------------------
 def _dg_cumulative_coverage(sigma2: float) -> np.ndarray:
     """``c[m] = P(|Y| <= m)`` for m = 0..K, K = ceil(40 sigma) + 1, from the exact pmf."""
-    k = int(math.ceil(40.0 * math.sqrt(sigma2))) + 1
+    k = math.ceil(40.0 * math.sqrt(sigma2)) + 1
     x = np.arange(0, k + 1, dtype=np.float64)
     w = np.exp(-x * x / (2.0 * sigma2))  # w[0] = 1; each |x| > 0 appears twice
     two_sided = np.where(x == 0, 1.0, 2.0) * w
@@ -174,7 +174,7 @@ def discrete_gaussian_moe(rho: float, level: float = 0.95, method: Method = "exa
     meth = _method(method)
     sigma2 = 1.0 / (2.0 * r)
     if meth == "paper":
-        return int(math.floor(_z(lev) * math.sqrt(sigma2)))
+        return math.floor(_z(lev) * math.sqrt(sigma2))
     cov = _dg_cumulative_coverage(sigma2)
     return int(np.searchsorted(cov, lev, side="left"))
 
@@ -197,7 +197,7 @@ def discrete_gaussian_rho_for_moe(moe: float, level: float = 0.95, method: Metho
 
     def excess(log_s2: float) -> float:
         s2 = math.exp(log_s2)
-        k = int(math.ceil(40.0 * math.sqrt(s2))) + 1
+        k = math.ceil(40.0 * math.sqrt(s2)) + 1
         x = np.arange(-k, k + 1, dtype=np.float64)
         logw = -x * x / (2.0 * s2)
         inside = np.abs(x) <= m

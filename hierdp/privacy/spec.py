@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from hierdp.privacy.conversions import (
     check_delta,
     check_epsilon,
+    Method,
     check_rho,
     zcdp_to_approx_dp,
 )
@@ -38,6 +39,13 @@ CALCULI = ("zcdp", "pure", "approx")
 _CONVERSIONS = ("analytic", "numeric")
 _NOISE_OF = {"zcdp": "discrete Gaussian noise (zCDP)", "pure": "geometric / Laplace noise (pure DP)",
              "approx": "noise with thresholding ((epsilon, delta)-DP)"}
+
+
+def _method(conversion: str) -> Method:
+    """A conversion name, checked (``"analytic"`` or ``"numeric"``)."""
+    if conversion not in _CONVERSIONS:
+        raise PrivacyParameterError(f"conversion must be 'analytic' or 'numeric', got {conversion!r}")
+    return "analytic" if conversion == "analytic" else "numeric"
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,8 @@ class PrivacySpec:
             return cls(budget, float(budget.delta), float(budget.epsilon), conversion)
         if d is None:
             raise PrivacyParameterError("delta: this mechanism is (epsilon, delta)-DP; give delta with epsilon")
-        return cls(Budget.approx(check_epsilon(epsilon, "epsilon"), d), d, float(epsilon), conversion)
+        eps = check_epsilon(epsilon, "epsilon")
+        return cls(Budget.approx(eps, d), d, eps, conversion)
 
     @classmethod
     def _resolve_zcdp(cls, epsilon: float | None, delta: float | None, rho: float | None, budget: Budget | None,
@@ -133,12 +142,12 @@ class PrivacySpec:
             if delta is None:
                 raise PrivacyParameterError(
                     "delta: epsilon needs delta (zCDP Gaussian noise gives (epsilon, delta)-DP)")
-            return cls(Budget.approx(eps, delta).to_zcdp(conversion), delta, eps, conversion)  # type: ignore[arg-type]
+            return cls(Budget.approx(eps, delta).to_zcdp(_method(conversion)), delta, eps, conversion)
         if rho is not None:
             return cls(Budget.zcdp(check_rho(rho, "rho")), delta, None, conversion)
         assert budget is not None
         if budget.calculus == "approx":
-            return cls(budget.to_zcdp(conversion), float(budget.delta), float(budget.epsilon), conversion)
+            return cls(budget.to_zcdp(_method(conversion)), float(budget.delta), float(budget.epsilon), conversion)
         return cls(budget.to_zcdp(), delta, None, conversion)
 
     def implied_epsilon(self, method: str | None = None) -> float | None:
@@ -147,7 +156,7 @@ class PrivacySpec:
             return None
         if self.calculus == "approx":
             return float(self.budget.epsilon)
-        eps = zcdp_to_approx_dp(float(self.budget.to_zcdp().rho), self.delta, method or self.conversion)
+        eps = zcdp_to_approx_dp(float(self.budget.to_zcdp().rho), self.delta, _method(method or self.conversion))
         return min(eps, float(self.budget.epsilon)) if self.calculus == "pure" else float(eps)
 
 

@@ -55,7 +55,7 @@ def check_contributions(value: object, name: str = "contributions") -> int:
                 f"{name} must be a positive integer (records per person), got {value!r}: a fractional "
                 "count of records per person has no meaning, and rounding it down would understate the noise")
         value = int(f)
-    m = int(value)  # type: ignore[arg-type]
+    m = int(value)
     if m < 1:
         raise PrivacyParameterError(f"{name} must be a positive integer (records per person), got {value!r}")
     return m

@@ -28,6 +28,7 @@ equals the uninterrupted run bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -206,7 +207,7 @@ class CheckpointRun:
         if checkpoint is not None and resume is not None and Path(checkpoint).resolve() != Path(resume).resolve():
             raise CheckpointError(f"checkpoint={str(checkpoint)!r} and resume={str(resume)!r} differ: a resumed run "
                                   "keeps writing to the checkpoint it resumes; give one directory")
-        header = {
+        header: dict[str, Any] = {
             "mechanism": identity_params(mech),
             "fingerprint": tree_fingerprint(tree),
             "randomness": "secure" if secure else "seeded",
@@ -368,10 +369,8 @@ class CheckpointRun:
         (self.directory / MANIFEST).unlink(missing_ok=True)
         shutil.rmtree(self.directory / STAGING, ignore_errors=True)
         if self.created:
-            try:
+            with contextlib.suppress(OSError):  # something else was put there meanwhile: leave it
                 self.directory.rmdir()
-            except OSError:  # something else was put there meanwhile: leave it
-                pass
 
     def _clean_uncommitted(self) -> None:
         """Delete what an interrupted run left uncommitted: staged parts and level directories the

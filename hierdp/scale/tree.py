@@ -191,5 +191,5 @@ class LevelTree:
         return h
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{nm}={int(k)}" for nm, k in zip(self.level_names, np.diff(self._level_ptr)))
+        sizes = ", ".join(f"{nm}={int(k)}" for nm, k in zip(self.level_names, np.diff(self._level_ptr), strict=False))
         return f"LevelTree(n={self._parent.size}, total={self.root_count}, levels: {sizes})"

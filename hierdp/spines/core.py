@@ -89,8 +89,8 @@ def parse_proportions(proportions: Mapping[str, Any] | Sequence[Any], level_name
         seq = list(proportions)
         if len(seq) != len(names):
             raise SpineError(f"{what}: {len(seq)} proportions for {len(names)} geolevels {names}")
-        vals = [as_fraction(v, f"{what}[{n!r}]") for v, n in zip(seq, names)]
-    for n, v in zip(names, vals):
+        vals = [as_fraction(v, f"{what}[{n!r}]") for v, n in zip(seq, names, strict=False)]
+    for n, v in zip(names, vals, strict=False):
         if v <= 0:
             raise SpineError(f"{what}: geolevel {n!r} has proportion {v} (every proportion must be > 0)")
     total = sum(vals, Fraction(0))
@@ -106,7 +106,7 @@ class _Ops:
     items: tuple[str, ...] = ()
 
     def plus(self, text: str) -> _Ops:
-        return _Ops(self.items + (text,))
+        return _Ops((*self.items, text))
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,7 +139,7 @@ class Spine:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_arrays(cls, level_names: Sequence[str], names: Sequence[Any], parent: Sequence[int],
+    def from_arrays(cls, level_names: Sequence[str], names: Sequence[Any], parent: Sequence[int] | np.ndarray,
                     proportions: Mapping[str, Any] | Sequence[Any], *, gamma: Sequence[Any] | None = None,
                     base: Iterable[Any] | None = None, check: bool = True) -> Spine:
         """A spine from a parent array (any node order; it is put in level order).
@@ -252,7 +252,7 @@ class Spine:
         if dup.any():
             raise SpineError(f"block {blocks[np.flatnonzero(dup)[0]]!r} is listed twice: the blocks do not partition "
                              "the base")
-        level_names = [root_level or root] + levels
+        level_names = [root_level or root, *levels]
         names: list[Any] = [root]
         parent: list[np.ndarray] = [np.array([-1])]
         prev_codes = np.zeros(len(df), dtype=np.int64)  # index of each row's geounit at the previous level
@@ -349,7 +349,7 @@ class Spine:
         level order makes them contiguous)."""
         return children_csr(self.parent, self.n)
 
-    def gamma(self, u: int) -> Fraction:
+    def gamma(self, u: int | np.integer) -> Fraction:
         """γ of geounit ``u``, exactly."""
         return Fraction(int(self.gamma_num[u]), self.gamma_den)
 

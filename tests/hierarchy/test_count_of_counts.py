@@ -46,7 +46,7 @@ def test_units_and_persons_agree_with_groupby():
     top = units.groupby(["a", "size"]).size()
     for (a, k), cnt in top.items():
         assert c1.histogram_frame().loc[a, k] == cnt
-    assert c1.G == n and np.array_equal(c1.group_totals, c1.h.sum(axis=1))
+    assert n == c1.G and np.array_equal(c1.group_totals, c1.h.sum(axis=1))
 
 
 def test_dp_tree_parent_levels_and_chain_against_loops():

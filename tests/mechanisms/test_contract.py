@@ -80,7 +80,7 @@ def _spine_histograms():
     return SpineHistograms(spine, np.array([[3, 1], [0, 2], [5, 0]]))
 
 
-from mechanisms.spatial.contract_cases import SPATIAL_CASES  # noqa: E402  (paper 002's mechanisms)
+from mechanisms.spatial.contract_cases import SPATIAL_CASES
 
 CASES.update(SPATIAL_CASES)
 CALCULI = {"zcdp": {"zcdp", "rdp", "approx"}, "pure": {"pure", "zcdp", "rdp", "approx"}, "approx": {"approx"}}

@@ -22,7 +22,7 @@ def tree() -> ODTree:
     return ODTree.from_trips(trips, origin="o", destination="d", origin_geo=geo)
 
 
-def _rel(tree: ODTree, level_entries: list[list[tuple[str, str, int, int]]]) -> Release:
+def _rel(tree: ODTree, level_entries: list[list[tuple[str, str, int, int]]]) -> TreeRelease:
     """Build a release from (origin, dest, value, parent position) per level."""
     levels = [ReleaseLevel(np.array([0]), np.array([-1]), np.array([4]))]
     for L, entries in enumerate(level_entries, start=1):

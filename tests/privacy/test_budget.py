@@ -113,7 +113,7 @@ def test_split_proportions_compose_back_exactly(proportions: list[float]) -> Non
     parts = whole.split(proportions)
     assert sum(parts) == whole
     # Ratios are exactly the requested ones (normalisation is exact).
-    for part, p in zip(parts, proportions):
+    for part, p in zip(parts, proportions, strict=False):
         assert part.exact_parameters["epsilon"] / whole.exact_parameters["epsilon"] \
             == Fraction(p) / sum(Fraction(q) for q in proportions)
     # Floats of the parts never sum to more than the whole beyond rounding of each part.

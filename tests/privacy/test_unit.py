@@ -54,7 +54,7 @@ def _enumerated_sensitivities(bounded: bool, m: int, distinct: bool) -> dict[int
                  for k in range(1, m + 1) for p in _persons(k, distinct)]
     for hp, hq in pairs:
         for lev in range(3):
-            best[lev] = tuple(max(x, y) for x, y in zip(best[lev], _diff_norms(hp[lev], hq[lev])))  # type: ignore[assignment]
+            best[lev] = tuple(max(x, y) for x, y in zip(best[lev], _diff_norms(hp[lev], hq[lev]), strict=False))  # type: ignore[assignment]
     return best
 
 

@@ -121,6 +121,6 @@ def test_vanilla_gauss_says_its_values_are_raw_or_clamps_them():
     assert all((lv.values >= 0).all() for lv in clamped.levels) and clamped.check_consistency() == []
     assert "post-processing" in clamped.guarantee
     # clamping is post-processing of the same noise: each clamped leaf is max(raw leaf, 0)
-    raw_leaf = dict(zip(raw.levels[-1].keys.tolist(), raw.levels[-1].values.tolist()))
-    for k, v in zip(clamped.levels[-1].keys.tolist(), clamped.levels[-1].values.tolist()):
+    raw_leaf = dict(zip(raw.levels[-1].keys.tolist(), raw.levels[-1].values.tolist(), strict=False))
+    for k, v in zip(clamped.levels[-1].keys.tolist(), clamped.levels[-1].values.tolist(), strict=False):
         assert v == max(raw_leaf[k], 0)

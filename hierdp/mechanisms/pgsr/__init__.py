@@ -19,7 +19,6 @@ from hierdp.mechanisms.pgsr.problems import chain_problem, cumulative_problem, p
 from hierdp.mechanisms.pgsr.unit import GroupSizeUnit
 
 __all__ = [
-    "MDynProg",
     "MH",
     "MHC",
     "ChainDynProg",
@@ -27,6 +26,7 @@ __all__ = [
     "GroupSizeMechanism",
     "GroupSizeTopDown",
     "GroupSizeUnit",
+    "MDynProg",
     "chain_problem",
     "cumulative_problem",
     "prefix_problem",

@@ -69,7 +69,7 @@ from hierdp.privacy.budget import Accountant
 from hierdp.privacy.domain import ObservedDomainError
 from hierdp.release.histogram import NodeHistogramRelease
 
-__all__ = ["MDynProg", "MH", "MHC", "ChainDynProg", "CumulativeDynProg", "GroupSizeTopDown"]
+__all__ = ["MH", "MHC", "ChainDynProg", "CumulativeDynProg", "GroupSizeTopDown", "MDynProg"]
 
 
 class MH(GroupSizeMechanism):

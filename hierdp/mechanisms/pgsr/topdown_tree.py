@@ -26,7 +26,7 @@ class _Namer:
         if level == 0:
             return np.array(["(all groups)"] * keys.size, dtype=object)
         k, r = np.divmod(keys - 1, self._n)
-        return np.array([f"{self._names[ri]}|size {ki + 1}" for ki, ri in zip(k, r)], dtype=object)
+        return np.array([f"{self._names[ri]}|size {ki + 1}" for ki, ri in zip(k, r, strict=False)], dtype=object)
 
     def key_columns(self, level: int, keys: np.ndarray) -> dict[str, np.ndarray]:
         keys = np.asarray(keys, dtype=np.int64)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -29,7 +29,7 @@ class SafeTabError(PrivacyError):
     """Bad SafeTab input (columns, thresholds, levels, group maps); raised before any noise."""
 
 
-GroupMap = Memberships | Callable[[pd.DataFrame], Memberships]
+GroupMap: TypeAlias = Memberships | Callable[[pd.DataFrame], Memberships]
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def _prepare_level(level: PopulationGroupLevel, df: pd.DataFrame, sex_codes: np.
         total_only = np.zeros(n_groups, dtype=bool)
         total_only[t_idx] = True
     totals = np.bincount(gi, minlength=n_groups).astype(np.int64)
-    tables = {}
+    tables: dict[str, np.ndarray] = {}
     if age_codes is None:  # no age column: only TotalOnly groups are allowed (checked by caller)
         if not total_only.all():
             raise SafeTabError(f"level {level.name!r}: group "

@@ -41,13 +41,13 @@ import time
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from types import SimpleNamespace
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
 
 from hierdp.mechanisms.base import Mechanism, refuse_solver
-from hierdp.mechanisms.safetab.guarantee import NOISES, SafeTabAccounting, level_zcdp, safetab_accounting
+from hierdp.mechanisms.safetab.guarantee import NOISES, Noise, SafeTabAccounting, level_zcdp, safetab_accounting
 from hierdp.mechanisms.safetab.levels import (
     AGE_BINS,
     PopulationGroupLevel,
@@ -67,7 +67,6 @@ from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.conversions import check_delta
 from hierdp.privacy.domain import OBSERVED_DOMAIN_ASSUMPTION, ObservedDomainError, check_public_domain
 from hierdp.privacy.errors import PrivacyParameterError
-from hierdp.privacy.rng import SecureRandom
 from hierdp.privacy.spec import PrivacySpec
 from hierdp.release.accounting import Accounting
 
@@ -130,7 +129,7 @@ class SafeTab(Mechanism):
                       "its counts are not post-processed; see hierdp.mechanisms.safetab.groups.consistent_totals")
         if noise not in NOISES:
             raise SafeTabError(f"noise must be one of {NOISES}, got {noise!r}")
-        self.noise = str(noise)
+        self.noise: Noise = cast(Noise, str(noise))
         self.gamma = _number("gamma", gamma, low=0.0, high=1.0)
         self.thresholds = _check_thresholds(thresholds)
         self.levels = _check_levels(levels)
@@ -154,7 +153,7 @@ class SafeTab(Mechanism):
             raise PrivacyParameterError(f"secure must be True or False, got {secure!r}")
         self.secure = bool(secure)
         parts = [Budget.pure(lv.budget) if self.noise == "geometric" else Budget.zcdp(lv.budget) for lv in self.levels]
-        self.spec = PrivacySpec(budget=sum(parts), delta=self.delta, epsilon_target=None)
+        self.spec = PrivacySpec(budget=sum(parts[1:], parts[0]), delta=self.delta, epsilon_target=None)
         from hierdp.mechanisms.safetab.guarantee import SAFETAB_UNIT
 
         self.unit = SAFETAB_UNIT
@@ -243,11 +242,11 @@ class SafeTab(Mechanism):
             raise SafeTabError("repetitions > 1 is for coverage studies: an accountant would have to pay for every "
                                "repetition; run the releases one by one instead")
         zcdp_parts = [Budget.zcdp(level_zcdp(w.budget, w.stability, self.gamma, br, self.noise))
-                      for w, br in zip(work, branches)]
+                      for w, br in zip(work, branches, strict=False)]
         ext_zcdp = (accountant is not None and isinstance(accountant, Accountant)
                     and accountant.total.calculus == "zcdp" and self.noise == "geometric")
         ctx = self.start(domain, seed=seed, rng=rng, secure=secure, accountant=accountant,
-                         external_total=sum(zcdp_parts) if ext_zcdp else None,
+                         external_total=sum(zcdp_parts[1:], zcdp_parts[0]) if ext_zcdp else None,
                          approx_cost=lambda: Budget.approx(accounting.best_epsilon, self.delta))
         t_valid = time.perf_counter() - t0
 
@@ -255,7 +254,7 @@ class SafeTab(Mechanism):
         g = Fraction(self.gamma)
         age_labels = {k: _age_labels(e) for k, e in self.bins.items()}
         pieces = []
-        for w, zpart in zip(work, zcdp_parts):
+        for w, zpart in zip(work, zcdp_parts, strict=False):
             b = Fraction(w.budget) / w.stability
             scales = (_scale(self.noise, b), _scale(self.noise, g * b), _scale(self.noise, (1 - g) * b))
             part = Budget.pure(w.budget) if self.noise == "geometric" else Budget.zcdp(w.budget)
@@ -276,7 +275,7 @@ class SafeTab(Mechanism):
             if self.repetitions > 1 else ()
         analysis = {f.name: getattr(accounting, f.name) for f in dataclasses.fields(SafeTabAccounting)
                     if f.name not in _SHARED_FIELDS}
-        accounting = ctx.accounting(kind=SafeTabAccounting, notes=notes, **analysis)
+        accounting = cast(SafeTabAccounting, ctx.accounting(kind=SafeTabAccounting, notes=notes, **analysis))
         params = ctx.params(sex_values=sexes, age_bins={k: [int(x) for x in v] for k, v in self.bins.items()})
         return SafeTabRelease(frame=frame, accounting=accounting, noise=self.noise, gamma=self.gamma,
                               thresholds=self.thresholds, moe_level=self.moe_level,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -43,7 +42,7 @@ class SafeTabRelease(TableRelease):
         tabs = f.groupby(keys, observed=True)["tabulation"].nunique()
         if (tabs > 1).any():
             bad.append(f"group {tabs.index[int(np.argmax(tabs.to_numpy() > 1))]!r} has more than one tabulation")
-        sizes = f.groupby(keys + ["tabulation"], observed=True).size().reset_index(name="cells")
+        sizes = f.groupby([*keys, "tabulation"], observed=True).size().reset_index(name="cells")
         bins = self.params.get("age_bins", {})
         n_sex = len(self.params.get("sex_values", []))
         expected = {"total": 1, "total_only": 1,

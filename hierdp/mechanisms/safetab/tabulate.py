@@ -72,7 +72,7 @@ def _run_level(w: _LevelWork, noise: str, scales: tuple[float, float, float], th
     ``params``: the per-count budgets (TotalOnly, Step 2) reported in ``noise_parameter``."""
     b, b2 = params
     out = []
-    total_cell = [("total", None, None)]
+    total_cell: list[tuple[str, Any, Any]] = [("total", None, None)]
     n_groups = w.groups.size
     to_idx = np.flatnonzero(w.total_only)
     ad_idx = np.flatnonzero(~w.total_only)

@@ -91,12 +91,12 @@ def grid_edges(length: int, parts: int) -> np.ndarray:
 
 def ug_grid_size(n: float, epsilon: float, c: float = 10.0) -> int:
     """UG's ``g = sqrt(N ε / c)`` rounded to the nearest integer, at least 1 (clamped to the grid by the caller)."""
-    return max(1, int(round(math.sqrt(max(n, 0.0) * epsilon / c))))
+    return max(1, round(math.sqrt(max(n, 0.0) * epsilon / c)))
 
 
 def ag_level1_size(n: float, epsilon: float, c: float = 10.0) -> int:
     """AG's ``m1 = max(10, ceil(sqrt(N ε / c) / 4))``."""
-    return max(10, int(math.ceil(math.sqrt(max(n, 0.0) * epsilon / c) / 4)))
+    return max(10, math.ceil(math.sqrt(max(n, 0.0) * epsilon / c) / 4))
 
 
 def ag_level2_size(noisy: np.ndarray, epsilon2: float, c2: float = 5.0) -> np.ndarray:
@@ -138,7 +138,7 @@ def haar_inverse(coef: np.ndarray, axis: int) -> np.ndarray:
     pos = 1
     while pos < n:
         d = c[pos:2 * pos]
-        nxt = np.empty((2 * pos,) + c.shape[1:])
+        nxt = np.empty((2 * pos, *c.shape[1:]))
         nxt[0::2] = (a + d) / 2
         nxt[1::2] = (a - d) / 2
         a = nxt
@@ -146,7 +146,7 @@ def haar_inverse(coef: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(a, 0, axis)
 
 
-class _NEstimate:
+class _NEstimate(SpatialMechanism):
     """The N of UG / AG: noisy (eps_n > 0), public by assumption (eps_n = 0, unbounded), or public
     (bounded neighbours)."""
 
@@ -235,7 +235,7 @@ class Uniform(_PlainSpatial):
                            notes=("one leaf: the noisy total; queries assume uniform density",))
 
 
-class UG(_NEstimate, SpatialMechanism):
+class UG(_NEstimate):
     """UG (Qardaji et al. 2013): a ``g x g`` grid, ``g = round(sqrt(N ε / c))``, Lap per cell (pure ε-DP).
 
     Args:
@@ -276,7 +276,7 @@ class UG(_NEstimate, SpatialMechanism):
                            notes=("raw noisy grid cells; values can be negative",))
 
 
-class AG(_NEstimate, SpatialMechanism):
+class AG(_NEstimate):
     """AG (Qardaji et al. 2013): adaptive two-level grid with constrained inference (pure ε-DP).
 
     Args:

@@ -157,7 +157,7 @@ class VanillaGauss(Mechanism):
             keep[L] = (vals[L] != 0) | kids
         keep[0][:] = True
         levels = []
-        newpos_prev = None
+        newpos_prev = np.zeros(0, np.int64)
         for L in range(T + 1):
             k = keep[L]
             par = np.full(int(k.sum()), -1, np.int64) if L == 0 else newpos_prev[groups[L][k]]
@@ -254,7 +254,7 @@ class StabilityHistogram(Mechanism):
                              details={"l1_sensitivity": self.unit.l1_sensitivity(), "laplace_scale": self.scale,
                                       "threshold": self.threshold}, epsilon_target=self.epsilon)
         timings = [0.0] * T + [elapsed]
-        stats = [{} for _ in range(T)] + [{"positive_leaves": int(keys.size), "released_leaves": int(keep.sum())}]
+        stats: list[dict[str, Any]] = [{} for _ in range(T)] + [{"positive_leaves": int(keys.size), "released_leaves": int(keep.sum())}]
         return TreeRelease(levels, list(tree.level_names), self.name, None, acc, timings, stats,
                            namer=getattr(tree, "namer", None), params=ctx.params())
 

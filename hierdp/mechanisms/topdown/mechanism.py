@@ -199,7 +199,7 @@ class TopDownMechanism(Mechanism):
         return self.level_solver.solve(noisy, offsets, totals)
 
     # -- one level -------------------------------------------------------------------------------
-    def _run_level(self, tree: TopDownTree, L: int, prev: ReleaseLevel, param: float, sens: int, rng: Any,
+    def _run_level(self, tree: TopDownTree, L: int, prev: ReleaseLevel, param: float | None, sens: int, rng: Any,
                    prev_paths: np.ndarray | None) -> tuple[ReleaseLevel, dict[str, Any], np.ndarray | None]:
         """Expand the positive nodes of level L, noise their children, solve, keep positives
         (this process, in chunks of about :attr:`chunk_children` children)."""
@@ -213,7 +213,8 @@ class TopDownMechanism(Mechanism):
             chunk = alive[start:start + step]
             start += chunk.size
             res = self._process_chunk(tree, L, chunk, prev.keys[chunk], prev.values[chunk],
-                                      prev_paths[chunk] if per_node else None, param, sens, rng)
+                                      prev_paths[chunk] if per_node and prev_paths is not None else None, param, sens,
+                                      rng)
             out_keys.append(res.keys)
             out_par.append(res.parent_rows)
             out_val.append(res.values)
@@ -233,7 +234,7 @@ class TopDownMechanism(Mechanism):
         return level, st, new_paths
 
     def _process_chunk(self, tree: TopDownTree, L: int, rows: np.ndarray, parent_keys: np.ndarray,
-                       parent_values: np.ndarray, parent_paths: np.ndarray | None, param: float, sens: int,
+                       parent_values: np.ndarray, parent_paths: np.ndarray | None, param: float | None, sens: int,
                        rng: Any) -> ChunkResult:
         """One chunk of level L + 1: the children of the given parents (rows of level L, their keys,
         released values and path sums), noised, solved, the positive ones kept. Pure given its
@@ -253,7 +254,7 @@ class TopDownMechanism(Mechanism):
         paths = None
         if parent_paths is not None:
             noisy, paths = self._per_node_noise(L + 1, child_keys, true, sens, np.repeat(parent_paths, sizes), rng)
-        elif child_keys.size:
+        elif child_keys.size and param is not None:  # (a level of a per-node plan has no single parameter)
             noisy = true + self.noise.draw(param, child_keys.size, level_randomness(rng, L + 1, child_keys))
         else:
             noisy = true
@@ -332,7 +333,7 @@ class TopDownMechanism(Mechanism):
         if T < 1:
             raise MechanismParameterError("the tree has no level below the root: nothing to release")
         measured = list(range(1 if self.unit.bounded else 0, T + 1))
-        parts = dict(zip(measured, self.plan.level_parts(self.spec.budget, measured)))
+        parts = dict(zip(measured, self.plan.level_parts(self.spec.budget, measured), strict=False))
         names = list(tree.level_names)
         # every level's noise scale is computed now, so a budget too small or too large for double
         # precision is refused before any noise (per-node plans calibrate per node as they go)
@@ -472,8 +473,11 @@ class TopDownMechanism(Mechanism):
     def _spend_level(self, ctx: RunContext, L: int, name: str, part: Budget, param: float | None, sens: int,
                      state: _RunState, label: str | None = None) -> None:
         """Record level L's spend before its noise (drawn in :meth:`_process_chunk`)."""
-        note = {} if param is not None else {"note": f"budget per node: {self.plan.describe(0)}"}
-        ctx.spend_noise(part, label or f"level {L} ({name})", self.noise, param, sens, **note)
+        label = label or f"level {L} ({name})"
+        if param is None:  # a per-node plan: each node's parameter follows its own budget
+            ctx.spend_noise(part, label, self.noise, None, sens, note=f"budget per node: {self.plan.describe(0)}")
+        else:
+            ctx.spend_noise(part, label, self.noise, param, sens)
 
     def _accounting(self, ctx: RunContext, state: _RunState, partial: bool) -> Accounting:
         key = self.noise.sensitivity_name

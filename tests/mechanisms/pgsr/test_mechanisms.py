@@ -56,7 +56,7 @@ def test_mdp_equals_brute_force_on_tiny_hierarchies():
     checked = 0
     for data, noisy in _tiny_instances(rng, 120 * FUZZ):
         parent = [int(p) for p in data.regions.parent]
-        values, info = MDynProg(epsilon=1).post_process(data, noisy)
+        _values, info = MDynProg(epsilon=1).post_process(data, noisy)
         assert info["objective"] == model1_bruteforce(parent, noisy.T, data.G)
         checked += 1
     assert checked >= 40
@@ -73,7 +73,7 @@ def test_chain_dp_equals_brute_force_on_tiny_hierarchies():
                    for h in feasible_set(parent, data.K, data.G))
         # targets in node layout: (K, n_regions)
         tgt = np.zeros((data.K, data.n_regions))
-        for ((k, r), _), val in zip(coords[:-1], t):
+        for ((k, r), _), val in zip(coords[:-1], t, strict=False):
             tgt[k - 1, r] = val
         values, info = ChainDynProg(epsilon=1, measure="level_vector").post_process(data, tgt, [1.0] * data.n_levels)
         assert info["objective"] == pytest.approx(best, abs=1e-9)
@@ -123,7 +123,7 @@ def test_mdp_equals_the_exact_mips_on_small_random_hierarchies():
     rng = np.random.default_rng(3)
     n = 0
     for i, (data, noisy) in enumerate(_small_random(rng, 14 * FUZZ)):
-        mdp, info = MDynProg(epsilon=1).post_process(data, noisy)
+        _mdp, info = MDynProg(epsilon=1).post_process(data, noisy)
         solver = "highs" if i % 2 else "ortools"
         _, ref = MH(epsilon=1, solver=solver).post_process(data, noisy)
         assert info["objective"] == pytest.approx(ref["objective"], abs=1e-6), solver
@@ -135,7 +135,7 @@ def test_chain_dp_equals_a_mip_on_small_random_hierarchies():
     from hierdp.mechanisms.pgsr import chain_problem
 
     rng = np.random.default_rng(4)
-    for i, (data, noisy) in enumerate(_small_random(rng, 10 * FUZZ, max_k=8, max_depth=3)):
+    for _i, (data, noisy) in enumerate(_small_random(rng, 10 * FUZZ, max_k=8, max_depth=3)):
         lv = np.cumsum(noisy, axis=0)
         p, _ = chain_problem(data, lv)
         mine = hierdp.solve(p, solver="chain").objective
@@ -209,7 +209,7 @@ def test_region_totals_public():
     for cls in (MDynProg, CumulativeDynProg, ChainDynProg, GroupSizeTopDown):
         with pytest.raises(MechanismParameterError, match="region_totals_public"):
             cls(epsilon=1, region_totals_public=True)
-    with pytest.raises(MechanismParameterError, match="costtable.*linear constraint rows"):
+    with pytest.raises(MechanismParameterError, match=r"costtable.*linear constraint rows"):
         MH(epsilon=1, solver="costtable", region_totals_public=True)
 
 

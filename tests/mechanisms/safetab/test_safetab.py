@@ -245,7 +245,7 @@ def test_population_groups_and_consistent_totals():
     rel = SafeTab(levels).release(df, seed=3)
     f = rel.frame
     white = f[f["group"].astype(str).str.endswith("|White alone or in combination")]
-    noisy = {g.split("|")[0]: v for g, v in zip(white["group"].astype(str), white["noisy_count"])}
+    noisy = {g.split("|")[0]: v for g, v in zip(white["group"].astype(str), white["noisy_count"], strict=False)}
     out = consistent_totals(geo, noisy, solver="highs")
     assert out["total"] == out[["CA", "NY", "TX"]].sum()
     assert (out >= 0).all() and np.allclose(out, np.round(out))

@@ -95,7 +95,7 @@ def test_totals_only_without_age_matches_the_exact_noise_law(noise, b):
 
 
 def _bad_cases() -> dict[str, tuple[list[PopulationGroupLevel], dict]]:
-    df, regions, districts = _frame()
+    _df, regions, districts = _frame()
     ok = PopulationGroupLevel("region", 0.5, 1, regions, total_only=True)
     adaptive = PopulationGroupLevel("region", 0.5, 1, regions, total_only=["N"])
     understated = PopulationGroupLevel("district", 0.5, 1, districts, total_only=True)

@@ -24,11 +24,11 @@ from hierdp.privacy.errors import PrivacyParameterError
 def _random_hierarchy(rng: np.random.Generator, depth: int, max_fan: int, sparsity: float) -> Hierarchy:
     rows = []
     paths = [[]]
-    for lev in range(depth):
-        paths = [p + [f"{'.'.join(p)}>{k}"] for p in paths for k in range(int(rng.integers(1, max_fan + 1)))]
+    for _lev in range(depth):
+        paths = [[*p, f"{'.'.join(p)}>{k}"] for p in paths for k in range(int(rng.integers(1, max_fan + 1)))]
     for p in paths:
         c = 0 if rng.random() < sparsity else int(rng.integers(1, 60))
-        rows.append(p + [c])
+        rows.append([*p, c])
     df = pd.DataFrame(rows, columns=[f"l{i}" for i in range(depth)] + ["n"])
     return Hierarchy.from_frame(df, levels=[f"l{i}" for i in range(depth)], count="n",
                                 observed_domain_public=True)  # synthetic data: its domain is public
@@ -37,7 +37,7 @@ def _random_hierarchy(rng: np.random.Generator, depth: int, max_fan: int, sparsi
 def _random_od(rng: np.random.Generator, g: int, max_fan: int, n_trips: int, kind: str) -> ODTree:
     paths = [[]]
     for lev in range(g):
-        paths = [p + [f"{'.'.join(p)}>{k}"] for p in paths
+        paths = [[*p, f"{'.'.join(p)}>{k}"] for p in paths
                  for k in range(int(rng.integers(2 if lev == 0 else 1, max_fan + 1)))]
     geo = pd.DataFrame(paths, columns=[f"L{i}" for i in range(g)])
     leaves = geo.iloc[:, -1].to_numpy()
@@ -161,11 +161,11 @@ def test_seed_reproducible_and_zero_subtrees_not_expanded() -> None:
     tree = _random_od(rng, 3, 3, 100, "destination")
     a = InfTDA(epsilon=0.5, delta=1e-8).release(tree, seed=11)
     b = InfTDA(epsilon=0.5, delta=1e-8).release(tree, seed=11)
-    assert all(np.array_equal(x.values, y.values) and np.array_equal(x.keys, y.keys) for x, y in zip(a.levels, b.levels))
+    assert all(np.array_equal(x.values, y.values) and np.array_equal(x.keys, y.keys) for x, y in zip(a.levels, b.levels, strict=False))
     # children generated per level = children of the positive nodes of the level above only
     for L in range(1, a.n_levels):
         parents = a.levels[L - 1]
-        ck, off, _ = tree.expand(L - 1, parents.keys[parents.values > 0])
+        ck, _off, _ = tree.expand(L - 1, parents.keys[parents.values > 0])
         assert a.solver_stats[L]["children"] == ck.size
 
 
