@@ -20,7 +20,6 @@ from typing import Any, Literal
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from scipy.optimize import brentq, minimize_scalar
 
 from hierdp.privacy.errors import PrivacyParameterError
 
@@ -169,6 +168,8 @@ def _minimise_over_alpha(objective: Callable[[np.ndarray], np.ndarray], centre: 
         return best_v, 1.0 + math.exp(best_x)
     lo, hi = xs[max(i - 1, 0)], xs[min(i + 1, points - 1)]
     if hi > lo:
+        from scipy.optimize import minimize_scalar  # imported when needed, not with hierdp
+
         res = minimize_scalar(lambda x: float(objective(np.array([math.exp(x)]))[0]),
                               bounds=(float(lo), float(hi)), method="bounded",
                               options={"xatol": 1e-12, "maxiter": 500})
@@ -238,6 +239,8 @@ def approx_dp_to_zcdp(epsilon: float, delta: float, method: Method = "numeric") 
     hi = max(2.0 * lo, 1e-300)
     while excess(hi) <= 0:
         lo, hi = hi, 2.0 * hi
+    from scipy.optimize import brentq
+
     rho = brentq(excess, lo, hi, xtol=1e-15 * hi, rtol=4 * np.finfo(float).eps, maxiter=500)
     # Guarantee the contract excess(rho) <= 0 (brentq may land just above the root): step down
     # with growing steps; lo itself satisfies it, so this ends.
