@@ -8,7 +8,7 @@ group's region, the total ``G`` and every regional total ``G_r`` are public; siz
 means "K or more" and a move inside it changes nothing).
 
 Sensitivities (L1, of one region level's vector; each is checked by enumerating every neighbour of
-small datasets in ``tests/pgsr/test_sensitivity.py``):
+small datasets in ``tests/mechanisms/pgsr/test_unit.py``):
 
 =======================================================  ==============================
 vector measured at one level                             L1 sensitivity
