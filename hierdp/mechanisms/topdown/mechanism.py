@@ -1,4 +1,4 @@
-"""The TopDown engine: plan the budget, then per level expand → measure → post-process.
+"""The TopDown mechanism: plan the budget, then per level expand → measure → post-process.
 
 Every TopDown mechanism walks a :class:`~hierdp.hierarchy.topdown_tree.TopDownTree` level by
 level. At level L it takes the surviving (released, positive) nodes, asks the tree for *all* their
@@ -9,7 +9,7 @@ are all zero and are never expanded (paper 000 Alg. 1, line 9). The three seams:
 
 * **budget plan** (:mod:`.plan`) - the ledger spend of each measured level and, optionally, a
   budget per node: uniform (paper 000), given proportions, geometric (HTF), per node (spines);
-* **noise model** (:mod:`.noise`) - discrete Gaussian (ρ-zCDP) or geometric (pure ε-DP),
+* **noise model** (:mod:`hierdp.privacy.noise`) - discrete Gaussian (ρ-zCDP) or geometric (pure ε-DP),
   calibrated to the privacy unit's sensitivity with the scale rounded in the safe direction;
 * **level solver** (:mod:`.level_solver`) - any registered solver, by name or instance, with its
   options (``executor=``, ``time_limit=``), always through :func:`hierdp.solvers.solve_groups`.
