@@ -21,7 +21,8 @@ on data of its declared input. The checks, each of which names itself when it fa
 * **seeds**: the same seed gives the same frame;
 * **secure**: ``secure=True`` runs on OS randomness, and a secure mechanism refuses a seed;
 * **ledger before noise**: a caller's accountant is charged exactly the total, its first charge
-  before any noise is drawn; once it is exhausted the next release is refused with
+  before any noise is drawn through :mod:`hierdp.privacy.samplers` (every noise model draws
+  there); once it is exhausted the next release is refused with
   :class:`~hierdp.privacy.errors.BudgetExceeded` before any noise (the generator is untouched)
   and nothing is recorded;
 * **public domain**: data whose domain was read off the rows (``domain_source="observed"``) is
@@ -51,17 +52,48 @@ class MechanismContractError(AssertionError):
     """A mechanism breaks the contract; the message names the mechanism and the check."""
 
 
-def _witness(total: Any, rng: np.random.Generator) -> Any:
-    """An accountant that notes the generator's state at its first charge: a mechanism that draws
-    any noise before recording its first spend is caught."""
+class _DrawCounter:
+    """Counts the noise draws made through :mod:`hierdp.privacy.samplers` (which every
+    :class:`~hierdp.privacy.noise.NoiseModel` draws through) while it is active."""
+
+    NAMES = ("discrete_laplace", "discrete_gaussian", "laplace", "geometric")
+
+    def __init__(self) -> None:
+        self.draws = 0
+        self._saved: dict[str, Any] = {}
+
+    def __enter__(self) -> _DrawCounter:
+        from hierdp.privacy import samplers
+
+        for name in self.NAMES:
+            original = getattr(samplers, name)
+            self._saved[name] = original
+
+            def counted(*args: Any, _f: Any = original, **kwargs: Any) -> Any:
+                self.draws += 1
+                return _f(*args, **kwargs)
+
+            setattr(samplers, name, counted)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from hierdp.privacy import samplers
+
+        for name, original in self._saved.items():
+            setattr(samplers, name, original)
+
+
+def _witness(total: Any, counter: _DrawCounter) -> Any:
+    """An accountant that notes how many noise draws were made before its first charge: a
+    mechanism that draws any noise before recording its first spend is caught."""
     from hierdp.privacy.budget import Accountant
 
     class Witness(Accountant):
-        first: dict[str, Any] | None = None
+        draws_before_first_charge: int | None = None
 
         def spend(self, amount: Any, label: str) -> Any:
-            if self.first is None:
-                self.first = _state(rng)
+            if self.draws_before_first_charge is None:
+                self.draws_before_first_charge = counter.draws
             return super().spend(amount, label)
 
     return Witness(total)
@@ -217,13 +249,13 @@ def check_mechanism(name: str, params: Mapping[str, Any], data: Any, *,
                                  "refuses it)")
 
     if "ledger" in todo:
-        rng = np.random.default_rng(1)
-        before = _state(rng)
-        acct = _witness(total if total.calculus != "approx" else Budget.approx(total.epsilon, total.delta), rng)
-        release(mech, "ledger", rng=rng, accountant=acct)
+        with _DrawCounter() as counter:
+            acct = _witness(total if total.calculus != "approx" else Budget.approx(total.epsilon, total.delta),
+                            counter)
+            release(mech, "ledger", seed=1, accountant=acct)
         if not acct.remaining.is_zero:
             raise fail("ledger", f"the caller's accountant was charged {acct.spent}, not the total {total}")
-        if acct.first != before:
+        if acct.draws_before_first_charge:
             raise fail("ledger", "noise was drawn before the first spend was recorded: record every spend "
                                  "(ctx.spend) before drawing that part's noise")
         rng = np.random.default_rng(3)
