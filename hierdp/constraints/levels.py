@@ -59,6 +59,55 @@ class LevelRows:
         """No row and no child interval: the chunk solves as without constraints."""
         return self.n_rows == 0 and self.child_lower is None
 
+    def violated_groups(self, values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Per group: does ``values`` (one per child) break a row or a child interval reaching it?
+        Checked exactly in integers (Python integers where int64 products could wrap)."""
+        offsets = np.asarray(offsets, dtype=np.int64)
+        sizes = np.diff(offsets)
+        group = np.repeat(np.arange(sizes.size), sizes)
+        bad_child = np.zeros(int(offsets[-1]), bool)
+        v = np.asarray(values)
+        if self.child_lower is not None and self.child_upper is not None:
+            bad_child |= (v < self.child_lower) | (v > self.child_upper)
+        if self.n_rows:
+            act = _row_activity(self.matrix, v)
+            lo = np.where(np.isfinite(self.lower), self.lower, 0).astype(np.int64)
+            hi = np.where(np.isfinite(self.upper), self.upper, 0).astype(np.int64)
+            bad_row = (np.isfinite(self.lower) & (act < lo)) | (np.isfinite(self.upper) & (act > hi))
+            if bad_row.any():
+                bad_child[self.matrix[np.flatnonzero(bad_row)].indices] = True
+        return np.bincount(group[bad_child], minlength=sizes.size) > 0
+
+    def restrict(self, children: np.ndarray) -> LevelRows:
+        """The rows and intervals over a subset of the children (``children``: their positions,
+        increasing), with columns renumbered ``0 .. len(children) - 1``; rows with no child in the
+        subset are dropped (a row must not have children both in and out of it)."""
+        children = np.asarray(children, dtype=np.int64)
+        sub = self.matrix[:, children].tocsr()
+        keep = np.flatnonzero(np.diff(sub.indptr) > 0)
+        lo = None if self.child_lower is None else self.child_lower[children]
+        hi = None if self.child_upper is None else self.child_upper[children]
+        return LevelRows(sub[keep], self.lower[keep], self.upper[keep], self.names[keep], lo, hi, self.level)
+
+    def group_components(self, offsets: np.ndarray) -> np.ndarray:
+        """Per group, the id of its component: groups are joined when a row has children in both."""
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        offsets = np.asarray(offsets, dtype=np.int64)
+        sizes = np.diff(offsets)
+        G = sizes.size
+        if not self.n_rows:
+            return np.arange(G, dtype=np.int64)
+        group = np.repeat(np.arange(G), sizes)
+        m = self.matrix
+        g_of = group[m.indices]
+        row_of = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))
+        same = np.concatenate([[False], row_of[1:] == row_of[:-1]])
+        a, b = g_of[:-1][same[1:]], g_of[1:][same[1:]]
+        _, labels = connected_components(coo_matrix((np.ones(a.size), (a, b)), shape=(G, G)), directed=False)
+        return labels.astype(np.int64)
+
     def touched_groups(self, offsets: np.ndarray) -> np.ndarray:
         """Per group (children ``offsets[g]:offsets[g+1]``): does a row or a child interval reach it?"""
         offsets = np.asarray(offsets, dtype=np.int64)
@@ -216,6 +265,14 @@ class LevelConstraints:
         mat = csr_matrix((data, cols, ptr), shape=(rows_idx.size, n))
         return LevelRows(mat, self.lower[rows_idx], self.upper[rows_idx], self.rows.name[rows_idx],
                          lo_c if has_iv else None, hi_c if has_iv else None, self.level)
+
+
+def _row_activity(matrix: Any, values: np.ndarray) -> np.ndarray:
+    """``matrix @ values`` for integer coefficients and values, exactly (int64 or Python integers)."""
+    coef = np.rint(matrix.data).astype(np.int64)
+    v = np.asarray(values, dtype=np.int64)[matrix.indices]
+    row = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    return _exact_dot(coef, v, row, matrix.shape[0])
 
 
 def _exact_dot(coef: np.ndarray, value: np.ndarray, row: np.ndarray, m: int) -> np.ndarray:

@@ -6,7 +6,7 @@ TopDown family; histogram mechanisms read the cell entries (:attr:`Constraints.c
 
 >>> c = Constraints()
 >>> c.add_linear({"IL/COOK": 1, "IN/LAKE": 1}, upper=5_850_000, name="cook+lake")   # doctest: +ELLIPSIS
-Constraints(1 entries: 1 linear)
+Constraints(1 entry: 1 linear)
 """
 
 from __future__ import annotations
@@ -188,11 +188,11 @@ class Constraints:
         """``4 entries: 2 linear, 1 bounds, 1 zero; sha256 0123abcd...``."""
         counts = Counter(e.kind for e in self._entries)
         parts = ", ".join(f"{v} {k}" for k, v in counts.items())
-        return f"{len(self)} entries" + (f": {parts}" if parts else "") + f"; sha256 {self.digest()[:16]}"
+        return f"{_entries(len(self))}" + (f": {parts}" if parts else "") + f"; sha256 {self.digest()[:16]}"
 
     def __repr__(self) -> str:
         counts = Counter(e.kind for e in self._entries)
-        return f"Constraints({len(self)} entries" + (": " + ", ".join(f"{v} {k}" for k, v in counts.items())
+        return f"Constraints({_entries(len(self))}" + (": " + ", ".join(f"{v} {k}" for k, v in counts.items())
                                                      if counts else "") + ")"
 
     # ------------------------------------------------------------------ files
@@ -230,6 +230,10 @@ class Constraints:
         from hierdp.constraints.resolve import resolve
 
         return resolve(self, tree, root_public=root_public, check=check, time_limit=time_limit, solver=solver)
+
+
+def _entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
 
 
 def _key(e: Entry) -> tuple[Any, ...]:

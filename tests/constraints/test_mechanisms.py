@@ -73,6 +73,19 @@ def test_groups_the_rows_do_not_reach_are_solved_as_without_them(tree):
     assert st["solver"] == "intopt" and st["constraint_solver"] == "highs" and st["constrained_groups"] == 1
 
 
+@pytest.mark.parametrize("make", [lambda **k: InfTDA(rho=0.5, **k), lambda **k: TDA("l2", rho=0.5, **k)],
+                         ids=["inftda", "tda_l2"])
+def test_rows_that_the_release_already_satisfies_change_nothing(tree, make):
+    """The mechanism's own answer is kept wherever it satisfies the rows (it is optimal under them)."""
+    total = int(tree.counts[0])
+    slack = (Constraints().add_linear({"P/0": 1, "Q/0": 1}, upper=total, name="loose cap")
+             .add_bounds("S/2", lower=0, upper=total, name="loose bounds"))
+    rel, base = make(constraints=slack).release(tree, seed=2), make().release(tree, seed=2)
+    for a, b in zip(rel.levels, base.levels, strict=True):
+        assert np.array_equal(a.keys, b.keys) and np.array_equal(a.values, b.values)
+    assert rel.solver_stats[2]["constrained_groups"] == 0
+
+
 def tight(tree) -> Constraints:
     """All of P's counties and one of Q's at most 5: feasible on the structure (P and Q may be small,
     the other states take the rest), not once state P is released above 5."""

@@ -214,28 +214,31 @@ class LevelSolver:
 
         offsets = np.asarray(offsets, dtype=np.int64)
         totals = np.asarray(totals)
-        touched = rows.touched_groups(offsets)
         sizes = np.diff(offsets)
-        n = int(offsets[-1])
-        values = np.zeros(n, np.int64 if self.integer else float)
-        stats: dict[str, Any] = {}
-        plain = np.flatnonzero(~touched)
-        if plain.size:
-            idx, off = gather_children(offsets[:-1][plain], sizes[plain])
-            try:
-                v, stats = self._solve_plain(np.asarray(noisy)[idx], off, totals[plain])
-            except Exception as exc:
-                _remap_groups(exc, plain)
-                raise
-            values[idx] = v
-        tg = np.flatnonzero(touched)
-        idx, off = gather_children(offsets[:-1][tg], sizes[tg])
-        v, cstats = self._solve_constrained(np.asarray(noisy)[idx], off, totals[tg], rows, idx, tg)
+        # the mechanism's solver first: a component of groups (joined by rows) whose answer already
+        # satisfies its rows and intervals is optimal under them too (the rows only shrink its
+        # feasible set), so only the components it breaks go to the constraint solver
+        values, stats = self._solve_plain(noisy, offsets, totals)
+        values = np.array(values, copy=True)
+        comp = rows.group_components(offsets)
+        broken = rows.violated_groups(values, offsets) if self.integer else rows.touched_groups(offsets)
+        redo = np.flatnonzero(np.isin(comp, comp[broken]))
+        stats.update({"constraint_solver": self.constraint_solver_name, "constrained_groups": int(redo.size),
+                      "constraint_rows": int(rows.n_rows)})
+        if not redo.size:
+            return values, stats
+        idx, off = gather_children(offsets[:-1][redo], sizes[redo])
+        try:
+            v, cstats = self._solve_constrained(np.asarray(noisy)[idx], off, totals[redo], rows.restrict(idx), redo)
+        except Exception as exc:
+            if getattr(exc, "groups", None) is None:  # name the groups this solve was about
+                with contextlib.suppress(AttributeError):
+                    exc.groups = redo  # type: ignore[attr-defined]
+            raise
         values[idx] = v
-        if not stats:
-            stats = {"solver": cstats["constraint_solver"], "objective": 0.0, "solver_s": 0.0}
-        stats["objective"] = float(stats.get("objective", 0.0)) + cstats.pop("constrained_objective")
+        cstats.pop("constrained_objective")
         stats.update(cstats)
+        stats["objective"] = _level_objective(values, np.asarray(noisy, dtype=float), offsets, self.objective)
         return values, stats
 
     def _solve_plain(self, noisy: np.ndarray, offsets: np.ndarray,
@@ -255,14 +258,16 @@ class LevelSolver:
         return values, stats
 
     def _solve_constrained(self, noisy: np.ndarray, offsets: np.ndarray, totals: np.ndarray, rows: Any,
-                           child_idx: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-        """The groups reached by rows or intervals, as one Problem solved by the constraint solver."""
+                           groups: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """Some groups (``groups``: their positions in the batch) with the rows and intervals over
+        their children (``rows``, columns in the order of ``noisy``), as one Problem solved by the
+        constraint solver."""
         from hierdp.constraints.feasibility import clone_problem, is_infeasible, minimal_relaxation
         from hierdp.models import Problem
         from hierdp.solvers import SolverFailed, solve
 
         t0 = time.perf_counter()
-        G, nc = groups.size, child_idx.size
+        G, nc = groups.size, int(np.asarray(noisy).size)
         sizes = np.diff(offsets)
         parent = np.concatenate([np.full(G, -1, np.int64), np.repeat(np.arange(G, dtype=np.int64), sizes)])
         target = np.concatenate([np.full(G, np.nan), np.asarray(noisy, dtype=float)])
@@ -270,10 +275,10 @@ class LevelSolver:
         lower = np.full(G + nc, -np.inf)
         upper = np.full(G + nc, np.inf)
         if rows.child_lower is not None:
-            lower[G:], upper[G:] = rows.child_lower[child_idx], rows.child_upper[child_idx]
+            lower[G:], upper[G:] = rows.child_lower, rows.child_upper
         p = Problem(parent, target, fixed=fixed, objective=self.objective, integer=self.integer, nonnegative=True,
                     lower=lower, upper=upper)
-        mat = rows.matrix[:, child_idx] if rows.n_rows else None
+        mat = rows.matrix if rows.n_rows else None
         if mat is not None:
             p.add_constraints(mat, rows.lower, rows.upper, nodes=np.arange(G, G + nc), name="constraints")
         relaxations: list[dict[str, Any]] = []
@@ -284,7 +289,7 @@ class LevelSolver:
                 _remap_groups(exc, groups)
                 raise
             if self.on_infeasible != "relax":
-                raise self._infeasible(p, rows, sizes, groups, child_idx) from exc
+                raise self._infeasible(p, rows, sizes, groups) from exc
             cons = p.constraints
             lower_by, upper_by = minimal_relaxation(p, np.ones(len(cons), bool), time_limit=self.time_limit)
             relaxed = clone_problem(p, lower=cons.lower - lower_by, upper=cons.upper + upper_by, feasibility=False)
@@ -302,8 +307,7 @@ class LevelSolver:
             stats["relaxations"] = relaxations
         return values, stats
 
-    def _infeasible(self, p: Any, rows: Any, sizes: np.ndarray, groups: np.ndarray,
-                    child_idx: np.ndarray) -> Exception:
+    def _infeasible(self, p: Any, rows: Any, sizes: np.ndarray, groups: np.ndarray) -> Exception:
         """A :class:`ConstraintsInfeasible` naming an irreducible subset of the rows (deletion filter)."""
         from hierdp.constraints.errors import ConstraintsInfeasible
         from hierdp.constraints.feasibility import clone_problem, decide, irreducible_subset
@@ -313,9 +317,8 @@ class LevelSolver:
                                                                       time_limit=self.time_limit))
         group_of_child = np.repeat(np.arange(groups.size), sizes)
         if subset:
-            # the rows' columns are positions among the chunk's children (child_idx is increasing)
-            cols = rows.matrix[np.asarray(subset)].indices
-            failing = groups[np.unique(group_of_child[np.searchsorted(child_idx, cols)])]
+            cols = rows.matrix[np.asarray(subset)].indices  # positions among these groups' children
+            failing = groups[np.unique(group_of_child[cols])]
             named = ", ".join(repr(str(rows.names[r])) for r in subset)
             msg = (f"the public constraint rows cannot all hold at level {rows.level} after its noise (the coarser "
                    f"levels were already released): these {len(subset)} cannot hold together: {named}; pass "
@@ -337,6 +340,21 @@ class LevelSolver:
             out["constraint_solver"] = self.constraint_solver_name
             out["on_infeasible"] = self.on_infeasible
         return out
+
+
+def _level_objective(values: np.ndarray, noisy: np.ndarray, offsets: np.ndarray, objective: str) -> float:
+    """The level's objective at ``values`` (children without a target have no term)."""
+    d = np.abs(np.asarray(values, dtype=float) - noisy)
+    has = ~np.isnan(d)
+    if objective == "l1":
+        return float(d[has].sum())
+    if objective == "l2":
+        return float((d[has] ** 2).sum())
+    sizes = np.diff(offsets)
+    group = np.repeat(np.arange(sizes.size), sizes)
+    best = np.zeros(sizes.size)
+    np.maximum.at(best, group[has], d[has])
+    return float(best.sum())
 
 
 def _remap_groups(exc: BaseException, groups: np.ndarray) -> None:
