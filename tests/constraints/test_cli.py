@@ -39,7 +39,7 @@ def test_rows_hold_in_the_written_release(folder, capsys, mechanism):
     out = capsys.readouterr().out
     assert "post-processed under public constraints (3 entries: 2 linear, 1 bounds; sha256 " in out
     v = _values(folder / "out.csv")
-    get = lambda n: int(v.get(n, 0))  # noqa: E731 - absent nodes are 0
+    get = lambda n: int(v.get(n, 0))
     assert get("IL/COOK") + get("IN/LAKE") <= 5500
     assert get("IL/LAKE") + get("IL/DU PAGE") <= 1250
     assert get("WI/DANE") >= 380

