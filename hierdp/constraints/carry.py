@@ -136,5 +136,6 @@ def carry_intervals(intervals: Intervals, tree: Any) -> Intervals:
         sum_hi = np.bincount(inv, weights=np.where(fin, hi, 0.0), minlength=uniq.size)
         nch = child_counts(tree, D - 1, uniq)
         up = np.where(n_fin == nch, sum_hi, np.inf)
-        out.intersect(D - 1, uniq, sum_lo, up)
+        tells = (sum_lo > 0) | np.isfinite(up)  # [0, inf) says nothing beyond non-negativity
+        out.intersect(D - 1, uniq[tells], sum_lo[tells], up[tells])
     return out

@@ -14,6 +14,14 @@ are all zero and are never expanded (paper 000 Alg. 1, line 9). The three seams:
 * **level solver** (:mod:`.level_solver`) - any registered solver, by name or instance, with its
   options (``executor=``, ``time_limit=``), always through :func:`hierdp.solvers.solve_groups`.
 
+Constraints (``constraints=``, :mod:`hierdp.constraints`, docs/constraints.md): the set is resolved
+against the tree when the release starts (after the domain check, before any noise). Each level
+asks it for the level's plan given the released coarser levels
+(:meth:`~hierdp.constraints.ResolvedConstraints.at_level`), keeps the parents its rows couple in
+one chunk (:meth:`~hierdp.constraints.LevelConstraints.coupling`), and hands each chunk's block
+(:meth:`~hierdp.constraints.LevelConstraints.block`) to the level solver as ``rows=``. The noise
+and the ledger do not change; the accounting states the set.
+
 Budget (paper 000 §4.1, §5, App. B): bounded neighbours (Alg. 1) keep the root public and measure
 the T levels below it; unbounded (Alg. 3) also measure the root as one count (sensitivity m).
 Paper 000's App. B noises the root with the levels' σ² and states a larger guarantee; hierdp
