@@ -27,7 +27,7 @@ def test_constraints_doc_blocks_run(tmp_path, monkeypatch, capsys):
     outputs = []
     for kind, body in blocks:
         if kind == "python":
-            exec(compile(body, str(DOC), "exec"), namespace)  # noqa: S102 - our own documentation
+            exec(compile(body, str(DOC), "exec"), namespace)
             outputs.append(capsys.readouterr().out)
         elif kind == "jsonl":
             path = tmp_path / "doc.jsonl"
