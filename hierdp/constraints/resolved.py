@@ -80,9 +80,19 @@ class ResolvedConstraints:
         """SHA-256 of the constraint set."""
         return str(self.stats["sha256"])
 
+    #: largest set whose entries the accounting lists one by one (a larger one is stated by its hash)
+    MAX_LISTED = 1000
+
     def describe(self) -> dict[str, Any]:
-        """What the release's accounting states about the constraints (public input)."""
-        return dict(self.stats)
+        """What the release's accounting states about the constraints (public input): counts, the
+        SHA-256, and the entries themselves as file records when there are at most
+        :attr:`MAX_LISTED` of them."""
+        from hierdp.constraints.records import record_of
+
+        out = dict(self.stats)
+        if len(self.constraints) <= self.MAX_LISTED:
+            out["records"] = [record_of(e) for e in self.constraints]
+        return out
 
     def text(self) -> str:
         """One line for the release: what was applied, and that the guarantee is unchanged."""

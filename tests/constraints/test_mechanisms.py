@@ -55,6 +55,7 @@ def test_rows_hold_and_the_guarantee_is_the_one_without_rows(tree, make):
     # level 1 has no row and no interval here... except what the lower bound carries up to state S
     d = rel.accounting.details["constraints"]
     assert d["sha256"] == c.digest() and d["entries"] == 3 and d["relaxations"] == []
+    assert Constraints([hierdp.constraints.records.entry_from_record(r, default_name="x") for r in d["records"]]) == c
     assert any("post-processed under public constraints" in n for n in rel.accounting.notes)
     assert rel.params["constraints"] == c.digest()
 
