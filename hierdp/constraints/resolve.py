@@ -208,6 +208,7 @@ def _check_feasible(tree: Any, entries: tuple[Any, ...],
 
     named = [entries[i] for i in subset]
     lines = "; ".join(describe_entry(e) + (f" ({e.where})" if e.where else "") for e in named)
-    raise ConstraintsInfeasible(f"the constraints cannot all hold on this tree{public}: these {len(named)} cannot "
-                                f"hold together (each of them is needed for the conflict): {lines}; nothing was "
-                                "released", entries=[e.name for e in named])
+    what = (f"entry {lines} cannot hold" if len(named) == 1 else
+            f"these {len(named)} cannot hold together (each of them is needed for the conflict): {lines}")
+    raise ConstraintsInfeasible(f"the constraints cannot all hold on this tree{public}: {what}; nothing was released",
+                                entries=[e.name for e in named])

@@ -320,9 +320,11 @@ class LevelSolver:
             cols = rows.matrix[np.asarray(subset)].indices  # positions among these groups' children
             failing = groups[np.unique(group_of_child[cols])]
             named = ", ".join(repr(str(rows.names[r])) for r in subset)
+            what = (f"row {named} cannot hold" if len(subset) == 1
+                    else f"these {len(subset)} rows cannot hold together: {named}")
             msg = (f"the public constraint rows cannot all hold at level {rows.level} after its noise (the coarser "
-                   f"levels were already released): these {len(subset)} cannot hold together: {named}; pass "
-                   "on_infeasible='relax' to release the minimal L1 relaxation of the rows instead")
+                   f"levels were already released): {what}; pass on_infeasible='relax' to release the minimal L1 "
+                   "relaxation of the rows instead")
             return ConstraintsInfeasible(msg, entries=[str(rows.names[r]) for r in subset],
                                          groups=failing.tolist(), level=int(rows.level))
         msg = (f"the public constraint rows cannot all hold at level {rows.level} after its noise"
