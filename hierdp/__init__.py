@@ -9,6 +9,7 @@ mechanism returns, with typed accounting), :mod:`hierdp.metrics`.
 Solver back ends (highspy, ortools, pyomo) are imported only when a plug-in that needs them runs.
 """
 
+from hierdp.constraints import Constraints
 from hierdp.hierarchy import Hierarchy, HierarchyError, ODTree
 from hierdp.models import Problem, ProblemError
 from hierdp.privacy import Accountant, Budget, make_rng
@@ -26,6 +27,7 @@ __all__ = [
            "Accounting",
            "BaseRelease",
            "Budget",
+           "Constraints",
            "Hierarchy",
            "HierarchyError",
            "Mechanism",

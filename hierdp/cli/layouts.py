@@ -87,6 +87,8 @@ _LAYOUT_FLAGS: tuple[tuple[str, str, frozenset[str]], ...] = tuple(
         ("--workers", "workers", ("tree",)),
         ("--checkpoint", "checkpoint", ("tree",)),
         ("--resume", "resume", ("tree",)),
+        ("--constraints", "constraints", ("tree",)),
+        ("--constraints-failsafe", "constraints_failsafe", ("tree",)),
     ))
 
 

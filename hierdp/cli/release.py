@@ -143,6 +143,13 @@ def add_release_parser(subparsers: Any) -> None:
                            "default per mechanism)")
     mech.add_argument("--time-limit", type=_positive_float, default=None, metavar="SECONDS",
                       help="time limit of a general solver per level; a time-out stops the release (exit 3)")
+    mech.add_argument("--constraints", metavar="FILE", default=None,
+                      help="public constraints over node names (JSON Lines, docs/constraints.md), honoured by the "
+                           f"post-processing of every level (tree layouts; {', '.join(sorted(MECHANISMS_WITH_SOLVER))}"
+                           ", topdown); checked before any noise")
+    mech.add_argument("--constraints-failsafe", action="store_true",
+                      help="with --constraints: where a level's rows cannot hold after its noise, release the minimal "
+                           "L1 relaxation of its rows (stated row by row in the accounting) instead of stopping")
     add_layout_arguments(p)
     from hierdp.cli.group_sizes import add_group_size_arguments  # group sizes (paper 001): --unit
     add_group_size_arguments(p)
@@ -381,6 +388,8 @@ def build_mechanism(args: argparse.Namespace) -> Any:
                 raise CliError(f"{flag} does not apply to --mechanism {name}, which has no solver step; "
                                f"drop {flag} (solver mechanisms: {', '.join(sorted(MECHANISMS_WITH_SOLVER))})")
     params = mechanism_params(args, name)
+    if getattr(args, "constraints", None) is not None:
+        params.update(constraint_params(args, name))
     if args.solver is not None:
         params["solver"] = args.solver
     if args.time_limit is not None:
@@ -394,6 +403,21 @@ def build_mechanism(args: argparse.Namespace) -> Any:
         raise
     except PrivacyError as exc:
         raise privacy_context(args, exc) from None
+
+
+def constraint_params(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """``constraints=`` (and the failsafe) from ``--constraints FILE``, read and checked now: a bad
+    file is refused, naming its line, before any input is read."""
+    from hierdp.constraints import ConstraintError, Constraints
+
+    if name in ("vanilla", "sh"):
+        raise CliError(f"--constraints applies to mechanisms with a post-processing solve "
+                       f"({', '.join(sorted(MECHANISMS_WITH_SOLVER))}, topdown), not to --mechanism {name}")
+    try:
+        constraints = Constraints.read(args.constraints)
+    except ConstraintError as exc:
+        raise CliError(f"--constraints {args.constraints}: {exc}") from None
+    return {"constraints": constraints, "on_infeasible": "relax" if args.constraints_failsafe else "abort"}
 
 
 def privacy_context(args: argparse.Namespace, exc: Exception) -> CliError:
@@ -449,6 +473,10 @@ def run_release(args: argparse.Namespace) -> int:
     layout_of(args)
     check_domain_arguments(args)
     check_scale_arguments(args)
+    if args.constraints_failsafe and args.constraints is None:
+        raise CliError("--constraints-failsafe needs --constraints FILE")
+    if args.constraints is not None and args.engine not in (None, "serial"):
+        raise CliError(f"--constraints runs on the serial engine in this version, not with --engine {args.engine}")
     if args.secure and args.seed is not None:
         raise CliError("--seed and --secure exclude each other: a seeded release is reproducible, hence not "
                        "for publication; drop --seed for a real release")
