@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 import pandas as pd
