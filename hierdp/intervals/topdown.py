@@ -9,7 +9,9 @@ solve the groups "children sum to the parent, non-negative integers", keep the p
 Vectorized over draws: a level is expanded once for the parents of *all* draws of a batch, its
 noise drawn in one call, and its groups - ``draws x parents`` of them - solved in one
 :func:`hierdp.solvers.solve_groups` call (IntOpt and the projection solve millions of groups per
-second). Batches of draws keep about :data:`CHILDREN_PER_BATCH` children in memory at once.
+second). Batches of draws keep about :data:`CHILDREN_PER_BATCH` children at once: on the cities (37k
+nodes) a few draws per batch, on small trees hundreds (where one call per draw would be Python
+overhead); experiments/bench/intervals.py measures both.
 
 What it needs besides the release: the **public structure** of the tree it was made from (which
 children every node has, zero nodes included: a TopDown release lists only positive nodes, but
@@ -36,7 +38,7 @@ __all__ = ["CHILDREN_PER_BATCH", "LevelDraws", "PublicStructure", "TopDownLaw", 
 log = logging.getLogger(__name__)
 
 #: children held in memory per batch of draws (a level of the batch is one solve_groups call)
-CHILDREN_PER_BATCH = 1 << 21
+CHILDREN_PER_BATCH = 1 << 18
 
 
 class PublicStructure:
