@@ -87,11 +87,13 @@ def _check(level: Any, method: Any, draws: Any, construction: Any) -> tuple[floa
 
 def tree_intervals(release: Any, level: float, *, method: str = "bootstrap", domain: Any = None,
                    draws: int | None = None, seed: Any = None, progress: bool = False, construction: str = "hull",
-                   implied: bool = False) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+                   implied: bool = False, near_zero: bool = True) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
                                                    IntervalInfo]:
     """Per level of a TopDown :class:`~hierdp.release.TreeRelease`: ``(keys, released, lower, upper)``
     (released nodes in release order first; with ``implied`` also the children of released nodes
-    that the release does not list, released 0 - the coverage experiment scores them too).
+    that the release does not list, released 0 - the coverage experiment scores them too);
+    ``near_zero`` applies the near-zero rule of :mod:`hierdp.intervals.construct` with each
+    level's noise-only margin.
 
     Raises:
         IntervalsUnsupported: no ``domain``, not a TopDown release, ``linf_bound`` on an L2 release.
@@ -110,11 +112,13 @@ def tree_intervals(release: Any, level: float, *, method: str = "bootstrap", dom
         sims = simulate(release, structure, B, np.random.default_rng(seed), implied=implied, progress=progress,
                         law=law)
         out = []
-        for s in sims:
-            lo, hi = from_draws(s.released, s.draws, level, construction=construction, nonnegative=True, integer=True)
+        for L, s in enumerate(sims):
+            margin = float(law.noise[L].margin(level)) if (near_zero and L in law.noise) else None
+            lo, hi = from_draws(s.released, s.draws, level, construction=construction, nonnegative=True, integer=True,
+                                noise_margin=margin)
             out.append((s.keys, s.released, lo, hi))
         info = IntervalInfo(level, "bootstrap", "estimate",
-                            f"parametric bootstrap ({construction} construction, {B} re-releases from the released "
+                            f"parametric bootstrap ({construction} construction{', one-sided at zero below the noise margin' if near_zero else ''}, {B} re-releases from the released "
                             f"values, noise {law.noise[max(law.noise)].describe()} per level as recorded, solver "
                             f"{law.solver} ({law.objective}))", B, None if seed is None else int(seed), construction)
         return out, info
@@ -133,7 +137,7 @@ def tree_intervals(release: Any, level: float, *, method: str = "bootstrap", dom
 
 def intervals(release: Any, level: float = 0.9, *, method: str = "auto", draws: int | None = None,
               seed: Any = None, progress: bool = False, domain: Any = None, mechanism: Any = None,
-              construction: str = "hull") -> pd.DataFrame:
+              construction: str = "hull", near_zero: bool = True) -> pd.DataFrame:
     """The release's frame (``release.to_frame()``) with ``lower`` and ``upper`` columns.
 
     Args:
@@ -149,6 +153,9 @@ def intervals(release: Any, level: float = 0.9, *, method: str = "auto", draws: 
         mechanism: the mechanism that made a histogram release (group sizes, Census TopDown).
         construction: the bootstrap interval, ``"hull"`` (default), ``"basic"`` or ``"percentile"``
             (:mod:`hierdp.intervals.construct`).
+        near_zero: the bootstrap's near-zero rule (default on): a node released below its level's
+            noise-only margin m gets ``[0, max(upper, value + m)]``; such rows have ``near_zero``
+            True (TopDown and group-size releases).
 
     Returns:
         the frame plus ``lower``, ``upper`` and ``interval`` (the method in words);
@@ -163,27 +170,42 @@ def intervals(release: Any, level: float = 0.9, *, method: str = "auto", draws: 
     lev, meth = _check(level, method, draws, construction)
     if isinstance(release, TreeRelease):
         per_level, info = tree_intervals(release, lev, method=meth, domain=domain, draws=draws, seed=seed,
-                                         progress=progress, construction=construction)
+                                         progress=progress, construction=construction, near_zero=near_zero)
         frame = release.to_frame()
         frame["lower"] = np.concatenate([lo for _, _, lo, _ in per_level]).astype(np.int64)
         frame["upper"] = np.concatenate([hi for _, _, _, hi in per_level]).astype(np.int64)
+        if info.method == "bootstrap":
+            from hierdp.intervals.construct import near_zero as low
+            from hierdp.intervals.topdown import level_margins
+
+            margins = level_margins(release, lev)
+            frame["near_zero"] = low(frame["value"].to_numpy(), margins[frame["level"].to_numpy()]) \
+                if near_zero else False
     elif isinstance(release, NodeHistogramRelease):
         if meth not in ("auto", "bootstrap"):
             raise IntervalsUnsupported(f"{release.mechanism}: histogram releases take method 'bootstrap'")
         from hierdp.intervals.histogram import simulate_histograms
 
+        from hierdp.intervals.construct import near_zero as low
+        from hierdp.intervals.histogram import histogram_margins
+
         B = int(draws) if draws is not None else draws_needed(lev)
         sims = simulate_histograms(release, mechanism, B, np.random.default_rng(seed), domain=domain,
                                    progress=progress)
         n, k = np.asarray(release.values).shape
-        lo, hi = from_draws(np.asarray(release.values).ravel(), sims.reshape(n * k, B), lev,
-                            construction=construction, nonnegative=release.nonnegative, integer=release.integer)
+        margin = histogram_margins(release, lev) if near_zero else None
+        released = np.asarray(release.values).ravel()
+        lo, hi = from_draws(released, sims.reshape(n * k, B), lev, construction=construction,
+                            nonnegative=release.nonnegative, integer=release.integer, noise_margin=margin)
         frame = release.to_frame()
         frame["lower"], frame["upper"] = lo, hi
+        frame["near_zero"] = low(released, margin)
         if release.integer:
             frame["lower"], frame["upper"] = frame["lower"].astype(np.int64), frame["upper"].astype(np.int64)
         info = IntervalInfo(lev, "bootstrap", "estimate",
-                            f"parametric bootstrap ({construction} construction, {B} re-releases of the mechanism's "
+                            f"parametric bootstrap ({construction} construction"
+                            f"{', one-sided at zero below the noise margin' if margin is not None else ''}, {B} "
+                            "re-releases of the mechanism's "
                             f"post-processing from the released values, noise as recorded)", B,
                             None if seed is None else int(seed), construction)
     elif isinstance(release, SpatialRelease):

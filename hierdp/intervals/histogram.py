@@ -29,7 +29,7 @@ import numpy as np
 
 from hierdp.intervals.errors import IntervalsUnsupported
 
-__all__ = ["simulate_histograms"]
+__all__ = ["histogram_margins", "simulate_histograms"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,22 @@ def _pgsr_scales(release: Any) -> list[float]:
     return scales
 
 
+def histogram_margins(release: Any, level: float) -> np.ndarray | None:
+    """Per (node, cell) of a group-size release, the noise-only margin at ``level`` of one
+    measurement at the node's region level (the near-zero rule's m); ``None`` for releases without
+    per-level geometric scales (the Census TopDown: its coverage needs no near-zero rule,
+    docs/intervals.md)."""
+    from hierdp.intervals.noise_law import NoiseLaw
+
+    try:
+        scales = _pgsr_scales(release)
+    except (IntervalsUnsupported, KeyError, TypeError):
+        return None
+    margins = np.array([NoiseLaw("geometric", s).margin(level) for s in scales], dtype=np.float64)
+    k = np.asarray(release.values).shape[1]
+    return np.repeat(margins[np.asarray(release.level, dtype=np.int64)], k)
+
+
 def simulate_histograms(release: Any, mechanism: Any, draws: int, rng: np.random.Generator, *,
                         domain: Any = None, progress: bool = False) -> np.ndarray:
     """``(n_nodes, n_cells, draws)`` re-releases of a histogram release, from the release itself.
@@ -94,6 +110,10 @@ def simulate_histograms(release: Any, mechanism: Any, draws: int, rng: np.random
         bar = tqdm(total=draws, desc=f"bootstrap {release.mechanism}", unit="draw")
     try:
         if isinstance(mechanism, GroupSizeMechanism) and not isinstance(mechanism, GroupSizeTopDown):
+            measured = (release.accounting.details or {}).get("measurement")
+            if measured is not None and measured != mechanism.measurement:
+                raise IntervalsUnsupported(f"the release measured {measured!r} vectors, the mechanism passed measures "
+                                           f"{mechanism.measurement!r}: not the mechanism that made it")
             pseudo = _pgsr_pseudo(release)
             scales = _pgsr_scales(release)
             true = mech._true_vectors(pseudo)

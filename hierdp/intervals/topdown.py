@@ -33,7 +33,8 @@ import numpy as np
 from hierdp.intervals.errors import IntervalsUnsupported
 from hierdp.intervals.noise_law import NoiseLaw
 
-__all__ = ["CHILDREN_PER_BATCH", "LevelDraws", "PublicStructure", "TopDownLaw", "simulate", "topdown_law"]
+__all__ = ["CHILDREN_PER_BATCH", "LevelDraws", "PublicStructure", "TopDownLaw", "level_margins", "simulate",
+           "topdown_law"]
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,13 @@ def topdown_law(release: Any) -> TopDownLaw:
     options = {k: v for k, v in shown.items() if isinstance(v, (int, float, str, bool)) and k != "executor"}
     return TopDownLaw(noise=noise, solver=str(release.solver), objective=str(params["objective"]),
                       integer=bool(params.get("integer", True)), options=options)
+
+
+def level_margins(release: Any, level: float, law: TopDownLaw | None = None) -> np.ndarray:
+    """The noise-only margin at ``level`` of each level's measurement (0 for an unmeasured root)."""
+    law = law or topdown_law(release)
+    return np.array([float(law.noise[L].margin(level)) if L in law.noise else 0.0
+                     for L in range(release.n_levels)])
 
 
 @dataclass

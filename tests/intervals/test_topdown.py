@@ -42,8 +42,10 @@ def _weighted_quantile(values: np.ndarray, prob: np.ndarray, q: float) -> float:
     return float(values[order][np.searchsorted(cdf, q * cdf[-1] - 1e-12)])
 
 
-def _ideal_interval(r: np.ndarray, level: float, construction: str) -> tuple[np.ndarray, np.ndarray]:
-    """The interval with B -> infinity: quantiles of the exact re-release law from r."""
+def _ideal_interval(r: np.ndarray, level: float, construction: str, near_zero: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The interval with B -> infinity: quantiles of the exact re-release law from r (with the
+    near-zero rule: below the noise margin m, [0, max(upper, r + m)])."""
     ys, prob = _release_law(r)
     a = (1 - level) / 2
     lo, hi = np.empty(3), np.empty(3)
@@ -51,16 +53,23 @@ def _ideal_interval(r: np.ndarray, level: float, construction: str) -> tuple[np.
         q_lo, q_hi = _weighted_quantile(ys[:, j], prob, a), _weighted_quantile(ys[:, j], prob, 1 - a)
         b_lo, b_hi = 2 * r[j] - q_hi, 2 * r[j] - q_lo
         lo[j], hi[j] = {"hull": (min(b_lo, q_lo), max(b_hi, q_hi)), "basic": (b_lo, b_hi)}[construction]
-    return np.maximum(np.minimum(lo, r), 0), np.maximum(hi, r)
+    lo, hi = np.maximum(np.minimum(lo, r), 0), np.maximum(hi, r)
+    if near_zero:
+        from hierdp.intervals.noise_law import NoiseLaw
+
+        m = NoiseLaw("discrete_gaussian", SIGMA2).margin(level)
+        small = r < m
+        lo, hi = np.where(small, 0, lo), np.where(small, np.maximum(hi, r + m), hi)
+    return lo, hi
 
 
-def _exact_coverage(level: float, construction: str) -> np.ndarray:
+def _exact_coverage(level: float, construction: str, near_zero: bool = False) -> np.ndarray:
     truth = np.array(list(TRUTH.values()))
     ys, prob = _release_law(truth)
     uniq, inv = np.unique(ys, axis=0, return_inverse=True)
     cover = np.zeros(3)
     for u, r in enumerate(uniq):
-        lo, hi = _ideal_interval(r, level, construction)
+        lo, hi = _ideal_interval(r, level, construction, near_zero)
         cover += prob[inv.ravel() == u].sum() * ((lo <= truth) & (truth <= hi))
     return cover / prob.sum()
 
@@ -93,7 +102,8 @@ def test_measured_coverage_equals_exact_coverage_by_enumeration():
     hits, n_rel = np.zeros(3), 150
     for s in range(n_rel):
         rel = mech.release(tree, seed=s)
-        per_level, _ = tree_intervals(rel, 0.9, domain=tree, draws=400, seed=10_000 + s, implied=True)
+        per_level, _ = tree_intervals(rel, 0.9, domain=tree, draws=400, seed=10_000 + s, implied=True,
+                                      near_zero=False)
         keys, _, lo, hi = per_level[1]
         got_lo, got_hi = np.zeros(3), np.zeros(3)
         got_lo[keys - 1], got_hi[keys - 1] = lo, hi
@@ -108,6 +118,8 @@ def test_measured_coverage_equals_exact_coverage_by_enumeration():
     assert basic[1] < 0.8 and basic[2] < 0.9
     assert exact[0] >= 0.9 and exact[2] >= 0.9 and exact[1] < 0.9
     assert np.all(exact >= basic - 1e-12)  # the hull contains the basic interval
+    # the default (hull + near-zero rule) keeps 90 % on every cell, exactly
+    assert np.all(_exact_coverage(0.9, "hull", near_zero=True) >= 0.9)
 
 
 def test_linf_bound_holds_on_simulated_releases():
@@ -139,11 +151,17 @@ def test_linf_bound_refused_for_l2_releases():
 
 
 def test_frame_attrs_and_refusals():
-    tree = _tree({"a": 40, "b": 200, "c": 7})
-    rel = InfTDA(rho=0.5).release(tree, seed=0)
+    tree = _tree({"a": 40, "b": 200, "c": 2})
+    rel = InfTDA(rho=0.05).release(tree, seed=0)
     f = rel.intervals(0.9, domain=tree, draws=50, seed=0)
-    assert list(f.columns[-3:]) == ["lower", "upper", "interval"]
+    assert list(f.columns[-4:]) == ["lower", "upper", "near_zero", "interval"]
     assert (f["lower"] <= f["value"]).all() and (f["value"] <= f["upper"]).all() and (f["lower"] >= 0).all()
+    from hierdp.intervals.topdown import level_margins
+
+    m = level_margins(rel, 0.9)[f["level"].to_numpy()]
+    small = f["near_zero"].to_numpy()
+    assert np.array_equal(small, f["value"].to_numpy() < m) and small.any()  # the near-zero rule, row by row
+    assert (f["lower"][small] == 0).all() and (f["upper"][small] >= (f["value"] + m)[small]).all()
     info = f.attrs["intervals"]
     assert info["kind"] == "estimate" and info["method"] == "bootstrap" and "no privacy budget" in info["privacy"]
     with pytest.raises(IntervalsUnsupported, match="domain="):
