@@ -21,7 +21,8 @@ Families and data (all real):
 * ``spatial``: HTF leaves (exact noise intervals given the partition) and QuadTree with Hay's
   consistency (two-pass WLS variances) on NOAA Atlantic storm positions (19,537 points, 256 x 256).
 * ``census``: the Census TopDown (K = 24, all marginals) on a US spine (Rhode Island's ZIP
-  geography with synthetic block histograms); bootstrap.
+  geography with synthetic block histograms); bootstrap, and the exact variances of the
+  real-valued step (``wls``, normal approximation).
 
 Run: ``python -m experiments.intervals.coverage`` (about 15 minutes on 2 cores; ``--releases``,
 ``--draws``, ``--families`` to trim; ``--tiny`` runs every family on small stand-ins in seconds).
@@ -213,6 +214,9 @@ def census_family(releases: int, draws: int, tiny: bool) -> Iterator[Scored]:
                                     construction=construction)
                 yield Scored("census (TopDown, RI spine, K=24)", name, nominal, r, lev,
                              true_all.ravel(), lo, hi, np.full(lo.size, np.nan))
+            f = rel.intervals(nominal, method="wls", mechanism=mech, domain=spine)
+            yield Scored("census (TopDown, RI spine, K=24)", "wls", nominal, r, lev, true_all.ravel(),
+                         f["lower"].to_numpy(), f["upper"].to_numpy(), np.full(len(f), np.nan))
 
 
 RUNNERS: dict[str, Callable[[int, int, bool], Iterator[Scored]]] = {

@@ -9,7 +9,8 @@ release                     methods (first = ``"auto"``)   what the interval is
 TopDown tree (InfTDA, TDA,  ``bootstrap``, ``linf_bound``  bootstrap: an estimate; ``linf_bound``
 ``topdown``)                                               (L∞-optimal levels only): a proven bound
 group sizes (paper 001)     ``bootstrap``                  an estimate
-Census TopDown (paper 003)  ``bootstrap``                  an estimate
+Census TopDown (paper 003)  ``bootstrap``, ``wls``         both estimates (``wls``: the real-valued
+                                                           step's exact variances, normal approx.)
 HTF leaves (paper 002)      ``noise``                      exact, given the released partition
 QuadTree / kd-tree + GLS    ``wls``                        an estimate (normal approximation)
 SafeTab (paper 004)         ``noise``                      exact
@@ -135,6 +136,32 @@ def tree_intervals(release: Any, level: float, *, method: str = "bootstrap", dom
                                "(use 'bootstrap' or 'linf_bound')")
 
 
+def _census_wls(release: Any, level: float, mechanism: Any, domain: Any) -> tuple[pd.DataFrame, IntervalInfo]:
+    """Normal-approximation intervals from the Census TopDown's real-valued-step covariances."""
+    from statistics import NormalDist
+
+    from hierdp.intervals.census import census_topdown_covariances
+    from hierdp.mechanisms.census import CensusTopDown
+    from hierdp.spines import Spine
+
+    if not isinstance(mechanism, CensusTopDown) or not isinstance(domain, Spine):
+        raise IntervalsUnsupported("method 'wls' on a histogram release is the Census TopDown's: pass "
+                                   "mechanism= (the CensusTopDown) and domain= (its spine)")
+    values = np.asarray(release.values, dtype=np.float64)
+    if domain.n != values.shape[0]:
+        raise IntervalsUnsupported(f"the spine has {domain.n} geounits, the release {values.shape[0]}")
+    V = census_topdown_covariances(mechanism, domain, values.shape[1])
+    sd = np.sqrt(np.maximum(np.einsum("nkk->nk", V), 0.0)).ravel()
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    frame = release.to_frame()
+    v = values.ravel()
+    frame["lower"] = np.floor(np.maximum(v - z * sd, 0.0)).astype(np.int64)
+    frame["upper"] = np.ceil(v + z * sd).astype(np.int64)
+    return frame, IntervalInfo(level, "wls", "estimate",
+                               "exact variances of the TopDown's real-valued step (top-down pass), normal "
+                               "approximation; non-negativity and rounding not modelled")
+
+
 def intervals(release: Any, level: float = 0.9, *, method: str = "auto", draws: int | None = None,
               seed: Any = None, progress: bool = False, domain: Any = None, mechanism: Any = None,
               construction: str = "hull", near_zero: bool = True) -> pd.DataFrame:
@@ -181,9 +208,12 @@ def intervals(release: Any, level: float = 0.9, *, method: str = "auto", draws: 
             margins = level_margins(release, lev)
             frame["near_zero"] = low(frame["value"].to_numpy(), margins[frame["level"].to_numpy()]) \
                 if near_zero else False
+    elif isinstance(release, NodeHistogramRelease) and meth == "wls":
+        frame, info = _census_wls(release, lev, mechanism, domain)
     elif isinstance(release, NodeHistogramRelease):
         if meth not in ("auto", "bootstrap"):
-            raise IntervalsUnsupported(f"{release.mechanism}: histogram releases take method 'bootstrap'")
+            raise IntervalsUnsupported(f"{release.mechanism}: histogram releases take method 'bootstrap' (and the "
+                                       "Census TopDown 'wls')")
         from hierdp.intervals.histogram import simulate_histograms
 
         from hierdp.intervals.construct import near_zero as low
