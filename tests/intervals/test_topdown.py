@@ -196,3 +196,24 @@ def test_construction_edge_cases():
     assert lo[0] == 0 and hi[0] >= 3  # a released zero keeps the percentile side
     with pytest.raises(ValueError):
         from_draws(np.array([1]), np.zeros((2, 3)), 0.9)
+
+
+def test_unbounded_root_bound_and_bootstrap_with_progress(capsys):
+    """Unbounded neighbours measure the root too: the bound adds its noise term, the bootstrap
+    re-measures it (clipped at 0); progress=True shows a bar over draws."""
+    tree = _tree({"a": 40, "b": 200, "c": 2})
+    mech = InfTDA(rho=0.2, bounded=False)
+    misses = np.zeros(2)
+    for s in range(200):
+        rel = mech.release(tree, seed=s)
+        per_level, _ = tree_intervals(rel, 0.8, method="linf_bound", domain=tree)
+        for L, (keys, _released, lo, hi) in enumerate(per_level):
+            misses[L] += np.sum((tree.counts[keys] < lo) | (tree.counts[keys] > hi))
+    # the root's interval is its own noise's exact 80 % margin (misses ~ 20 % of the time, at most
+    # 20 % in law); the children's bound adds the root's term and is far more conservative
+    assert misses[0] / 200 <= 0.2 + 3 * np.sqrt(0.2 * 0.8 / 200)
+    assert misses[1] == 0
+    f = rel.intervals(0.9, domain=tree, draws=40, seed=0, progress=True)
+    root = f[f["level"] == 0].iloc[0]
+    assert root["lower"] < root["value"] < root["upper"]  # the root is noisy now
+    assert "bootstrap InfTDA" in capsys.readouterr().err
