@@ -95,7 +95,7 @@ def simulate_histograms(release: Any, mechanism: Any, draws: int, rng: np.random
         IntervalsUnsupported: no mechanism, a mechanism of another family, a missing spine.
     """
     from hierdp.mechanisms.census import CensusTopDown
-    from hierdp.mechanisms.pgsr.mechanisms import GroupSizeMechanism, GroupSizeTopDown
+    from hierdp.mechanisms.pgsr import GroupSizeMechanism, GroupSizeTopDown
 
     if mechanism is None:
         raise IntervalsUnsupported(f"{release.mechanism}: the bootstrap of a histogram release re-runs its "
