@@ -22,6 +22,7 @@ from hierdp._version import __version__
 if TYPE_CHECKING:  # the names, for type checkers and editors
     from hierdp import mechanisms, plot
     from hierdp.comparison import compare
+    from hierdp.constraints import Constraints
     from hierdp.hierarchy import Hierarchy, HierarchyError, ODTree
     from hierdp.mechanisms import Mechanism, ReleaseAborted
     from hierdp.models import Problem, ProblemError
@@ -38,6 +39,7 @@ _LAZY = {
     "Accounting": "hierdp.release",
     "BaseRelease": "hierdp.release",
     "Budget": "hierdp.privacy",
+    "Constraints": "hierdp.constraints",
     "Hierarchy": "hierdp.hierarchy",
     "HierarchyError": "hierdp.hierarchy",
     "Mechanism": "hierdp.mechanisms",
@@ -54,13 +56,14 @@ _LAZY = {
     "solve": "hierdp.solvers",
 }
 _SUBMODULES = ("mechanisms", "plot", "metrics", "datasets", "hierarchy", "privacy", "models", "solvers",
-               "release", "scale", "spines")
+               "release", "scale", "spines", "constraints", "intervals")
 
 __all__ = [
     "Accountant",
     "Accounting",
     "BaseRelease",
     "Budget",
+    "Constraints",
     "Hierarchy",
     "HierarchyError",
     "Mechanism",

@@ -14,7 +14,12 @@ the mean over seeds.
   their children) per level;
 * points: mean relative error and its 95th percentile per range workload; mean absolute error.
 
-``save_compare_figure(frame, "compare.png")`` writes it. Figures are built on their own canvas
+``save_compare_figure(frame, "compare.png")`` writes it.
+
+``hierdp.plot.interval_figure(frame)`` draws the error bands of a frame from
+``release.intervals(...)`` (:mod:`hierdp.intervals`): released values with their intervals, per
+level, the method and whether it is a bound or an estimate in the title; ``interval_bands(ax, x,
+lower, upper)`` adds such a band to any axes (the compare figure's error bands reuse it). Figures are built on their own canvas
 (``matplotlib.figure.Figure`` + Agg), never through pyplot, so nothing here changes the
 backend or the state of an interactive session. matplotlib is imported only when a figure is
 drawn (the ``plot`` extra).
@@ -28,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["PANELS", "compare_figure", "save_compare_figure"]
+__all__ = ["PANELS", "compare_figure", "interval_bands", "interval_figure", "save_compare_figure"]
 
 #: per input kind: three panels of (columns, title, log scale (median and band) or linear (mean)),
 #: then the y labels of the first and the third panel
@@ -189,3 +194,60 @@ def save_compare_figure(frame: pd.DataFrame, path: str | Path, *, dpi: int = 110
     path = Path(path)
     fig.savefig(path, dpi=dpi)
     return path
+
+
+def interval_bands(ax: Any, x: Any, lower: Any, upper: Any, *, color: Any = None, alpha: float = 0.25,
+                   label: str | None = None) -> Any:
+    """Draw the intervals ``[lower, upper]`` at positions ``x`` on ``ax`` as vertical bars (one per
+    node; a filled band when ``x`` is a continuous axis such as levels). Returns the artist."""
+    x = np.asarray(x)
+    lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    if x.size > 1 and np.all(np.diff(x.astype(float)) > 0) and np.issubdtype(x.dtype, np.floating):
+        return ax.fill_between(x, lo, hi, color=color, alpha=alpha, linewidth=0, label=label)
+    return ax.vlines(x, lo, hi, colors=color, alpha=max(alpha, 0.6), linewidth=2.0, label=label)
+
+
+def interval_figure(frame: pd.DataFrame, *, max_nodes: int = 30, log: bool | None = None,
+                    title: str | None = None) -> Any:
+    """Error bands of a ``release.intervals(...)`` frame: one panel per level (tree releases; one
+    panel otherwise), the ``max_nodes`` largest released values of the level as points with their
+    intervals as bars, the method and its kind (bound / exact / estimate) in the title.
+
+    Returns:
+        A ``matplotlib.figure.Figure``.
+
+    Raises:
+        ValueError: the frame has no ``lower`` / ``upper`` columns.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not {"lower", "upper"} <= set(frame.columns):
+        raise ValueError("the frame has no lower / upper columns: make it with release.intervals(level)")
+    value = "value" if "value" in frame.columns else next(c for c in ("noisy_count",) if c in frame.columns)
+    groups = list(frame.groupby("level", sort=True)) if "level" in frame.columns else [("all", frame)]
+    fig = Figure(figsize=(4.2 * min(len(groups), 4), 4.0 * ((len(groups) + 3) // 4)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots((len(groups) + 3) // 4, min(len(groups), 4), squeeze=False).ravel()
+    for ax, (lev, part) in zip(axes, groups, strict=False):
+        top = part.nlargest(max_nodes, value) if len(part) > max_nodes else part.sort_values(value, ascending=False)
+        x = np.arange(len(top))
+        interval_bands(ax, x, top["lower"], top["upper"], color="tab:blue", label="interval")
+        ax.plot(x, top[value].to_numpy(dtype=float), "o", color="black", markersize=3, label="released")
+        name = top["level_name"].iloc[0] if "level_name" in top.columns and len(top) else lev
+        ax.set_title(f"level {lev} ({name})" if lev != "all" else "released counts", fontsize=10)
+        ax.set_xticks([])
+        use_log = log if log is not None else bool((top[value] > 0).all() and top[value].max() > 100 * max(
+            top[value].min(), 1))
+        if use_log:
+            ax.set_yscale("symlog", linthresh=10)
+    for ax in axes[len(groups):]:
+        ax.set_visible(False)
+    axes[0].legend(fontsize=8, frameon=False)
+    info = frame.attrs.get("intervals", {})
+    if title is None:
+        level = info.get("level")
+        title = (f"{round(100 * level)} % intervals: {info.get('method', '?')} ({info.get('kind', '?')}); "
+                 "no privacy budget spent") if level is not None else "intervals"
+    fig.suptitle(title, fontsize=11)
+    return fig

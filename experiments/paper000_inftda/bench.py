@@ -192,9 +192,9 @@ def release_levels(release: Any) -> list[tuple[np.ndarray, np.ndarray]]:
 def level_sigma2(release: Any, tree: Any) -> list[float]:
     """Per-level discrete-Gaussian variances used by a release (from its accounting)."""
     s2 = [float("nan")] * tree.n_levels
-    for item in release.accounting["per_level"]:
-        if "sigma2" in item:
-            s2[int(item["level"])] = float(item["sigma2"])
+    for spend in release.accounting.spends:  # "level L (name)", one per measured level
+        if "sigma2" in spend.details:
+            s2[int(spend.label.split()[1])] = float(spend.details["sigma2"])
     if any(math.isnan(v) for v in s2[1:]):
         raise ValueError("the release's accounting lacks a per-level sigma2")
     return s2

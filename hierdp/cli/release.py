@@ -48,6 +48,13 @@ def add_release_parser(subparsers: Any) -> None:
     mech.add_argument("--time-limit", type=positive_float, default=None, metavar="SECONDS",
                       help="time limit of a general solver per solve (a TopDown level, a group-size model, a "
                            "consistency step); a time-out stops the release (exit 3)")
+    mech.add_argument("--constraints", metavar="FILE", default=None,
+                      help="public constraints over node names (JSON Lines, docs/constraints.md), honoured by the "
+                           "post-processing of every level (tree layouts; the TopDown mechanisms); checked before "
+                           "any noise")
+    mech.add_argument("--constraints-failsafe", action="store_true",
+                      help="with --constraints: where a level's rows cannot hold after its noise, release the minimal "
+                           "L1 relaxation of its rows (stated row by row in the accounting) instead of stopping")
     add_layout_arguments(p)
     add_group_size_arguments(p)  # group sizes (paper 001): --unit
     add_point_arguments(p)  # location points (paper 002): --x/--y, --lon/--lat

@@ -53,6 +53,7 @@ __all__ = [
     "build_mechanism",
     "build_tree",
     "check_domain_arguments",
+    "constraint_params",
     "domain_text",
     "input_files",
     "run_trees",
@@ -176,6 +177,8 @@ def build_mechanism(args: argparse.Namespace, name: str) -> Any:
     from hierdp.privacy.errors import PrivacyError
 
     params = mechanism_params(args, name)
+    if getattr(args, "constraints", None) is not None:
+        params.update(constraint_params(args, name))
     if args.solver is not None:
         params["solver"] = args.solver
     if args.time_limit is not None:
@@ -184,6 +187,23 @@ def build_mechanism(args: argparse.Namespace, name: str) -> Any:
         return registry.create(name, **params)
     except PrivacyError as exc:
         raise privacy_context(args, exc) from None
+
+
+def constraint_params(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """``constraints=`` (and the failsafe) from ``--constraints FILE``, read and checked now: a bad
+    file is refused, naming its line, before any input is read."""
+    from hierdp.constraints import ConstraintError, Constraints
+    from hierdp.mechanisms import registry
+
+    if "level" not in registry.info(name).solver_shapes:
+        levelwise = [n for n in registry.names(input="tree") if "level" in registry.info(n).solver_shapes]
+        raise CliError(f"--constraints applies to mechanisms with a post-processing solve of every level "
+                       f"({', '.join(levelwise)}), not to --mechanism {name}")
+    try:
+        constraints = Constraints.read(args.constraints)
+    except ConstraintError as exc:
+        raise CliError(f"--constraints {args.constraints}: {exc}") from None
+    return {"constraints": constraints, "on_infeasible": "relax" if args.constraints_failsafe else "abort"}
 
 
 def domain_text(args: argparse.Namespace) -> str:
@@ -213,6 +233,10 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
     check_solver_flags(args, name)
     check_domain_arguments(args)
     check_scale_arguments(args)
+    if args.constraints_failsafe and args.constraints is None:
+        raise CliError("--constraints-failsafe needs --constraints FILE")
+    if args.constraints is not None and args.engine not in (None, "serial"):
+        raise CliError(f"--constraints runs on the serial engine in this version, not with --engine {args.engine}")
     check_randomness_flags(args)
     mech = build_mechanism(args, name)
     scaled = args.engine not in (None, "serial") or args.checkpoint is not None or args.resume is not None

@@ -10,7 +10,9 @@ histogram per node for group sizes fits it too), or a spatial partition; each on
   means all hold;
 * ``accounting`` - a typed :class:`~hierdp.release.accounting.Accounting`;
 * ``accounting_text()`` / ``guarantee`` - the same wording for every mechanism;
-* ``mechanism``, ``params``, ``timings``.
+* ``mechanism``, ``params``, ``timings``;
+* ``intervals(level=0.9, ...)`` - the frame with per-node ``lower`` / ``upper`` columns
+  (:mod:`hierdp.intervals`: post-processing, no budget).
 
 New release types subclass :class:`BaseRelease` and implement the two abstract methods.
 """
@@ -18,6 +20,8 @@ New release types subclass :class:`BaseRelease` and implement the two abstract m
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
+
 import pandas as pd
 
 from hierdp.release.accounting import Accounting
@@ -49,6 +53,19 @@ class BaseRelease(ABC):
     def guarantee(self) -> str:
         """The privacy guarantee in words, e.g. ``"0.0123-zCDP (bounded neighbours ...), implies ..."``."""
         return self.accounting.text()
+
+    def intervals(self, level: float = 0.9, *, method: str = "auto", draws: int | None = None, seed: Any = None,
+                  progress: bool = False, **options: Any) -> pd.DataFrame:
+        """:meth:`to_frame` with per-node ``lower`` / ``upper`` columns at ``level`` (e.g. 0.9).
+
+        Post-processing of the release and its public noise law: no privacy budget is spent.
+        ``options``: ``domain=`` (the public tree / spine), ``mechanism=`` (histogram releases),
+        ``construction=``; see :func:`hierdp.intervals.intervals` for the methods and what each
+        interval is (a proven bound, exact, or an estimate: ``frame.attrs["intervals"]``).
+        """
+        from hierdp.intervals import intervals
+
+        return intervals(self, level, method=method, draws=draws, seed=seed, progress=progress, **options)
 
     def accounting_text(self) -> str:
         """Multi-line accounting: mechanism (and solver), guarantee, then one line per part."""

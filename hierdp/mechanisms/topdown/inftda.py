@@ -36,6 +36,9 @@ class InfTDA(TopDownMechanism):
             uses the defaults: discrete Gaussian, uniform).
         engine, executor: where levels run (``"serial"``, ``"processes"``, ``"dask"``; see
             :mod:`hierdp.scale.executors`); a seeded release is the same on every engine.
+        constraints, constraint_solver, on_infeasible: a public constraint set honoured level by
+            level (see :class:`~hierdp.mechanisms.topdown.mechanism.TopDownMechanism` and
+            docs/constraints.md); groups reached by its rows are solved by an exact general solver.
     """
 
     name = "InfTDA"
@@ -46,7 +49,8 @@ class InfTDA(TopDownMechanism):
                  order: str = "ascending", time_limit: float | None = None,
                  solver_options: dict[str, Any] | None = None, unit: PrivacyUnit | None = None,
                  noise: str | NoiseModel = "discrete_gaussian", plan: Any = "uniform", engine: Any = None,
-                 executor: Any = None) -> None:
+                 executor: Any = None, constraints: Any = None, constraint_solver: Any = None,
+                 on_infeasible: str = "abort") -> None:
         if order not in ("ascending", "descending"):
             raise MechanismParameterError(f"order must be 'ascending' or 'descending', got {order!r}")
         solver = "intopt" if solver is None else solver
@@ -60,7 +64,8 @@ class InfTDA(TopDownMechanism):
         super().__init__(epsilon, delta, rho=rho, budget=budget, unit=unit, bounded=bounded,
                          contributions=contributions, distinct=distinct, secure=secure, conversion=conversion,
                          noise=noise, plan=plan, objective="linf", solver=solver, solver_options=options,
-                         time_limit=time_limit, integer=True, engine=engine, executor=executor)
+                         time_limit=time_limit, integer=True, engine=engine, executor=executor,
+                         constraints=constraints, constraint_solver=constraint_solver, on_infeasible=on_infeasible)
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "order": self.order}

@@ -11,17 +11,34 @@ everything a mechanism can use, and a release names the registered solver it use
 The solver is checked when the mechanism is built (before any noise) on a probe level of the same
 kind: a plug-in that cannot solve such levels exactly is refused with its reasons, and options it
 does not take (a typo, an option of another plug-in) are refused by solving that probe with them.
+
+**Constraints** (``rows=``, a :class:`~hierdp.constraints.LevelRows` from the mechanism's resolved
+constraint set): the groups that a row or a child interval reaches are posed as one
+:class:`~hierdp.models.Problem` (rows added with ``Problem.add_constraints``, intervals as node
+bounds) and solved by the *constraint solver*; the other groups keep the mechanism's solver (each
+group is an independent problem, so both parts are exact). The constraint solver is checked at
+construction on a probe level that has a row coupling two groups and a bounded child; by default
+it is the mechanism's solver when that accepts the probe, else ``"auto"``: the first exact plug-in
+in the registry's preference order that accepts the actual problem (the fast paths refuse rows, so
+a general solver: ``highs``, then ``ortools``). An infeasible constrained part raises
+:class:`~hierdp.constraints.ConstraintsInfeasible` naming an irreducible subset of its rows, or,
+with ``on_infeasible="relax"``, is solved again with the minimal L1 relaxation of its rows, which
+the level's statistics report row by row.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-__all__ = ["LevelSolver", "check_level_solver"]
+__all__ = ["ON_INFEASIBLE", "LevelSolver", "check_constraint_solver", "check_level_solver"]
+
+#: what a level does when its rows cannot hold after its noise: stop, or relax them minimally (L1)
+ON_INFEASIBLE = ("abort", "relax")
 
 
 def _plugin(solver: Any) -> Any:
@@ -55,6 +72,45 @@ def check_level_solver(solver: Any, objective: str, integer: bool, *, missing_ta
         raise UnsupportedProblem(f"solver {plugin.name!r}: its back end cannot be imported here")
 
 
+def _row_probe(objective: str, integer: bool, missing_targets: bool) -> Any:
+    """Two groups of two children, a row coupling them and a child with bounds: the shape of a
+    constrained level."""
+    from hierdp.models import Problem
+
+    nan = float("nan")
+    target = [nan, nan, 0.6, nan if missing_targets else 0.4, 0.7, 0.3]
+    p = Problem([-1, -1, 0, 0, 1, 1], target, fixed=[1, 1, nan, nan, nan, nan], objective=objective,
+                integer=integer, lower=[-np.inf, -np.inf, 0, 0, 0, 0], upper=[np.inf, np.inf, 1, np.inf, np.inf, 1])
+    p.add_constraints(np.array([[0, 0, 1, 0, 1, 0]]), upper=1, name="probe")
+    return p
+
+
+def check_constraint_solver(solver: Any, objective: str, integer: bool, *, missing_targets: bool = False) -> Any:
+    """The solver of constrained groups, checked before any noise on a probe with a row and bounds.
+
+    ``"auto"`` is accepted when some exact plug-in solves the probe. Returns the name (or Solver).
+
+    Raises:
+        UnsupportedProblem: the plug-in cannot honour rows and bounds on such levels (its reasons).
+    """
+    from hierdp.solvers import UnsupportedProblem, choose
+
+    probe = _row_probe(objective, integer, missing_targets)
+    if isinstance(solver, str) and solver == "auto":
+        choose(probe)  # raises UnsupportedProblem with every plug-in's reasons
+        return "auto"
+    plugin = _plugin(solver)
+    why = plugin.unsupported(probe)
+    if why:
+        raise UnsupportedProblem(f"solver {plugin.name!r} cannot honour constraint rows on a TopDown level "
+                                 f"({objective}, {'integer' if integer else 'continuous'}): " + "; ".join(why)
+                                 + "; leave constraint_solver unset (auto: an exact general solver) or name one "
+                                 "that accepts rows, e.g. 'highs' or 'ortools'")
+    if not plugin.available():
+        raise UnsupportedProblem(f"solver {plugin.name!r}: its back end cannot be imported here")
+    return solver
+
+
 class LevelSolver:
     """Post-processes TopDown levels with one registered solver.
 
@@ -65,24 +121,50 @@ class LevelSolver:
         options: plug-in options passed on every call (``executor``, ``batch_size``, ``order``, ...).
         time_limit: seconds per call (one call per chunk of a level); a plug-in that hits it
             raises :class:`~hierdp.solvers.SolverFailed`.
+        missing_targets: levels may have children without a target (per-node budget plans).
+        constraints: the mechanism has a constraint set: check a constraint solver now.
+        constraint_solver: solver of the groups reached by rows or child intervals (default: the
+            mechanism's solver if it accepts a probe with a row, else ``"auto"``).
+        on_infeasible: ``"abort"`` (default) or ``"relax"`` (minimal L1 relaxation of the rows,
+            reported in the level's statistics under ``relaxations``).
     """
 
     def __init__(self, solver: Any, *, objective: str, integer: bool = True,
                  options: Mapping[str, Any] | None = None, time_limit: float | None = None,
-                 missing_targets: bool = False) -> None:
+                 missing_targets: bool = False, constraints: bool = False, constraint_solver: Any = None,
+                 on_infeasible: str = "abort") -> None:
         if options is not None and not isinstance(options, Mapping):
             raise TypeError(f"solver_options must be a mapping of option -> value, got {type(options).__name__}")
         if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
                                        or not time_limit > 0):
             raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+        if on_infeasible not in ON_INFEASIBLE:
+            raise ValueError(f"on_infeasible must be one of {ON_INFEASIBLE}, got {on_infeasible!r}")
         check_level_solver(solver, objective, integer, missing_targets=missing_targets)
         self.solver = solver
         self.objective = objective
         self.integer = bool(integer)
         self.options = dict(options or {})
         self.time_limit = time_limit
+        self.on_infeasible = on_infeasible
+        self.constraint_solver: Any = None
+        self._constraint_options: dict[str, Any] = {}
+        if constraints:
+            self.constraint_solver = self._pick_constraint_solver(constraint_solver, missing_targets)
         if self.options:
             self._check_options(missing_targets)
+
+    def _pick_constraint_solver(self, given: Any, missing_targets: bool) -> Any:
+        from hierdp.solvers import UnsupportedProblem
+
+        if given is not None:
+            return check_constraint_solver(given, self.objective, self.integer, missing_targets=missing_targets)
+        try:
+            chosen = check_constraint_solver(self.solver, self.objective, self.integer, missing_targets=missing_targets)
+            self._constraint_options = self.options  # the mechanism's own solver: its options apply
+            return chosen
+        except UnsupportedProblem:
+            return check_constraint_solver("auto", self.objective, self.integer, missing_targets=missing_targets)
 
     def _check_options(self, missing_targets: bool) -> None:
         """Solve a one-group probe level with the options: a plug-in refuses options it does not
@@ -107,8 +189,60 @@ class LevelSolver:
         """The registered name of the plug-in."""
         return self.solver if isinstance(self.solver, str) else self.solver.name
 
-    def solve(self, noisy: np.ndarray, offsets: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-        """One batch of groups: values (int64 when integer) in the order of ``noisy``, and stats."""
+    @property
+    def constraint_solver_name(self) -> str | None:
+        """The name of the constraint solver (None without constraints)."""
+        cs = self.constraint_solver
+        return None if cs is None else (cs if isinstance(cs, str) else cs.name)
+
+    def solve(self, noisy: np.ndarray, offsets: np.ndarray, totals: np.ndarray,
+              rows: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """One batch of groups: values (int64 when integer) in the order of ``noisy``, and stats.
+
+        Args:
+            rows: a :class:`~hierdp.constraints.LevelRows` over these children (or None).
+
+        Raises:
+            ConstraintsInfeasible: the rows cannot hold (``on_infeasible="abort"``); names an
+                irreducible subset of them and the failing groups.
+        """
+        if rows is None or rows.empty:
+            return self._solve_plain(noisy, offsets, totals)
+        if self.constraint_solver is None:
+            raise ValueError("this level solver was built without constraints (constraints=False)")
+        from hierdp._segments import gather_ranges
+
+        offsets = np.asarray(offsets, dtype=np.int64)
+        totals = np.asarray(totals)
+        sizes = np.diff(offsets)
+        # the mechanism's solver first: a component of groups (joined by rows) whose answer already
+        # satisfies its rows and intervals is optimal under them too (the rows only shrink its
+        # feasible set), so only the components it breaks go to the constraint solver
+        values, stats = self._solve_plain(noisy, offsets, totals)
+        values = np.array(values, copy=True)
+        comp = rows.group_components(offsets)
+        broken = rows.violated_groups(values, offsets) if self.integer else rows.touched_groups(offsets)
+        redo = np.flatnonzero(np.isin(comp, comp[broken]))
+        stats.update({"constraint_solver": self.constraint_solver_name, "constrained_groups": int(redo.size),
+                      "constraint_rows": int(rows.n_rows)})
+        if not redo.size:
+            return values, stats
+        idx, off = gather_ranges(offsets[:-1][redo], sizes[redo])
+        try:
+            v, cstats = self._solve_constrained(np.asarray(noisy)[idx], off, totals[redo], rows.restrict(idx), redo)
+        except Exception as exc:
+            if getattr(exc, "groups", None) is None:  # name the groups this solve was about
+                with contextlib.suppress(AttributeError):
+                    exc.groups = redo  # type: ignore[attr-defined]
+            raise
+        values[idx] = v
+        cstats.pop("constrained_objective")
+        stats.update(cstats)
+        stats["objective"] = _level_objective(values, np.asarray(noisy, dtype=float), offsets, self.objective)
+        return values, stats
+
+    def _solve_plain(self, noisy: np.ndarray, offsets: np.ndarray,
+                     totals: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
         from hierdp.solvers import solve_groups
 
         t0 = time.perf_counter()
@@ -123,9 +257,111 @@ class LevelSolver:
                  "solver_s": float(sol.wall_time or (time.perf_counter() - t0)), **dict(sol.stats or {})}
         return values, stats
 
+    def _solve_constrained(self, noisy: np.ndarray, offsets: np.ndarray, totals: np.ndarray, rows: Any,
+                           groups: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """Some groups (``groups``: their positions in the batch) with the rows and intervals over
+        their children (``rows``, columns in the order of ``noisy``), as one Problem solved by the
+        constraint solver."""
+        from hierdp.constraints.feasibility import clone_problem, is_infeasible, minimal_relaxation
+        from hierdp.models import Problem
+        from hierdp.solvers import SolverFailed, solve
+
+        t0 = time.perf_counter()
+        G, nc = groups.size, int(np.asarray(noisy).size)
+        sizes = np.diff(offsets)
+        parent = np.concatenate([np.full(G, -1, np.int64), np.repeat(np.arange(G, dtype=np.int64), sizes)])
+        target = np.concatenate([np.full(G, np.nan), np.asarray(noisy, dtype=float)])
+        fixed = np.concatenate([np.asarray(totals, dtype=float), np.full(nc, np.nan)])
+        lower = np.full(G + nc, -np.inf)
+        upper = np.full(G + nc, np.inf)
+        if rows.child_lower is not None:
+            lower[G:], upper[G:] = rows.child_lower, rows.child_upper
+        p = Problem(parent, target, fixed=fixed, objective=self.objective, integer=self.integer, nonnegative=True,
+                    lower=lower, upper=upper)
+        mat = rows.matrix if rows.n_rows else None
+        if mat is not None:
+            p.add_constraints(mat, rows.lower, rows.upper, nodes=np.arange(G, G + nc), name="constraints")
+        relaxations: list[dict[str, Any]] = []
+        try:
+            sol = solve(p, solver=self.constraint_solver, time_limit=self.time_limit, **self._constraint_options)
+        except SolverFailed as exc:
+            if not is_infeasible(exc) or mat is None:
+                _remap_groups(exc, groups)
+                raise
+            if self.on_infeasible != "relax":
+                raise self._infeasible(p, rows, sizes, groups) from exc
+            cons = p.constraints
+            lower_by, upper_by = minimal_relaxation(p, np.ones(len(cons), bool), time_limit=self.time_limit)
+            relaxed = clone_problem(p, lower=cons.lower - lower_by, upper=cons.upper + upper_by, feasibility=False)
+            sol = solve(relaxed, solver=self.constraint_solver, time_limit=self.time_limit, **self._constraint_options)
+            for r in np.flatnonzero((lower_by > 0) | (upper_by > 0)):
+                relaxations.append({"row": str(rows.names[r]), "level": int(rows.level),
+                                    "lower_by": float(lower_by[r]), "upper_by": float(upper_by[r])})
+        values = np.asarray(sol.values)[G:]
+        if self.integer:
+            values = np.rint(values).astype(np.int64)
+        stats: dict[str, Any] = {"constraint_solver": sol.solver, "constrained_groups": int(G),
+                                 "constraint_rows": int(rows.n_rows), "constrained_objective": float(sol.objective),
+                                 "constraint_s": time.perf_counter() - t0}
+        if relaxations:
+            stats["relaxations"] = relaxations
+        return values, stats
+
+    def _infeasible(self, p: Any, rows: Any, sizes: np.ndarray, groups: np.ndarray) -> Exception:
+        """A :class:`ConstraintsInfeasible` naming an irreducible subset of the rows (deletion filter)."""
+        from hierdp.constraints.errors import ConstraintsInfeasible
+        from hierdp.constraints.feasibility import clone_problem, decide, irreducible_subset
+
+        m = rows.n_rows
+        subset = irreducible_subset(list(range(m)), lambda s: decide(clone_problem(p, rows=np.asarray(s, np.int64)),
+                                                                      time_limit=self.time_limit))
+        group_of_child = np.repeat(np.arange(groups.size), sizes)
+        if subset:
+            cols = rows.matrix[np.asarray(subset)].indices  # positions among these groups' children
+            failing = groups[np.unique(group_of_child[cols])]
+            named = ", ".join(repr(str(rows.names[r])) for r in subset)
+            what = (f"row {named} cannot hold" if len(subset) == 1
+                    else f"these {len(subset)} rows cannot hold together: {named}")
+            msg = (f"the public constraint rows cannot all hold at level {rows.level} after its noise (the coarser "
+                   f"levels were already released): {what}; pass on_infeasible='relax' to release the minimal L1 "
+                   "relaxation of the rows instead")
+            return ConstraintsInfeasible(msg, entries=[str(rows.names[r]) for r in subset],
+                                         groups=failing.tolist(), level=int(rows.level))
+        msg = (f"the public constraint rows cannot all hold at level {rows.level} after its noise"
+               + (" (no irreducible subset could be named)" if subset is None else
+                  " (the node intervals alone cannot hold under the released parents)"))
+        return ConstraintsInfeasible(msg, groups=groups.tolist(), level=int(rows.level))
+
     def params(self) -> dict[str, Any]:
         """For the release's parameters."""
         shown = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else type(v).__name__)
                  for k, v in self.options.items()}
-        return {"solver": self.name, "objective": self.objective, "solver_options": shown,
-                "time_limit": self.time_limit}
+        out = {"solver": self.name, "objective": self.objective, "solver_options": shown,
+               "time_limit": self.time_limit}
+        if self.constraint_solver is not None:
+            out["constraint_solver"] = self.constraint_solver_name
+            out["on_infeasible"] = self.on_infeasible
+        return out
+
+
+def _level_objective(values: np.ndarray, noisy: np.ndarray, offsets: np.ndarray, objective: str) -> float:
+    """The level's objective at ``values`` (children without a target have no term)."""
+    d = np.abs(np.asarray(values, dtype=float) - noisy)
+    has = ~np.isnan(d)
+    if objective == "l1":
+        return float(d[has].sum())
+    if objective == "l2":
+        return float((d[has] ** 2).sum())
+    sizes = np.diff(offsets)
+    group = np.repeat(np.arange(sizes.size), sizes)
+    best = np.zeros(sizes.size)
+    np.maximum.at(best, group[has], d[has])
+    return float(best.sum())
+
+
+def _remap_groups(exc: BaseException, groups: np.ndarray) -> None:
+    """A solver failure on a subset of groups names them in the caller's numbering."""
+    g = getattr(exc, "groups", None)
+    if g is not None:
+        with contextlib.suppress(IndexError, ValueError):  # a numbering we cannot map stays as it is
+            exc.groups = groups[np.asarray(g, dtype=np.int64)]  # type: ignore[attr-defined]

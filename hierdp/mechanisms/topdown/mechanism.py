@@ -14,6 +14,14 @@ are all zero and are never expanded (paper 000 Alg. 1, line 9). The three seams:
 * **level solver** (:mod:`.level_solver`) - any registered solver, by name or instance, with its
   options (``executor=``, ``time_limit=``), always through :func:`hierdp.solvers.solve_groups`.
 
+Constraints (``constraints=``, :mod:`hierdp.constraints`, docs/constraints.md): the set is resolved
+against the tree when the release starts (after the domain check, before any noise). Each level
+asks it for the level's plan given the released coarser levels
+(:meth:`~hierdp.constraints.ResolvedConstraints.at_level`), keeps the parents its rows couple in
+one chunk (:meth:`~hierdp.constraints.LevelConstraints.coupling`), and hands each chunk's block
+(:meth:`~hierdp.constraints.LevelConstraints.block`) to the level solver as ``rows=``. The noise
+and the ledger do not change; the accounting states the set.
+
 Budget (paper 000 §4.1, §5, App. B): bounded neighbours (Alg. 1) keep the root public and measure
 the T levels below it; unbounded (Alg. 3) also measure the root as one count (sensitivity m).
 Paper 000's App. B noises the root with the levels' σ² and states a larger guarantee; hierdp
@@ -122,6 +130,16 @@ class TopDownMechanism(Mechanism):
         executor: for ``"processes"`` a ``concurrent.futures.Executor`` or a number of workers;
             for ``"dask"`` a ``distributed.Client``, a scheduler address, a ``LocalCluster`` or a
             number of workers of a LocalCluster made for each release (default 2).
+        constraints: a :class:`~hierdp.constraints.Constraints` (or the path of a constraint file):
+            public rows, bounds, zeros and invariants over node names, honoured by the
+            post-processing of every level (docs/constraints.md). Resolved against the tree and
+            checked for feasibility when the release starts, before any noise; the noise and the
+            ledger are those of the release without them.
+        constraint_solver: the solver of the groups that rows or node bounds reach (default: the
+            level solver when it accepts rows, else ``"auto"``, an exact general solver).
+        on_infeasible: ``"abort"`` (default: a level whose rows cannot hold after its noise stops
+            the release, naming the rows) or ``"relax"`` (the minimal L1 relaxation of the rows,
+            reported row by row in the release's accounting).
     """
 
     name = "TopDown"
@@ -135,8 +153,10 @@ class TopDownMechanism(Mechanism):
                  noise: str | NoiseModel = "discrete_gaussian", plan: Any = "uniform", objective: str = "linf",
                  solver: Any = None, solver_options: dict[str, Any] | None = None,
                  time_limit: float | None = None, integer: bool = True, engine: Any = None,
-                 executor: Any = None) -> None:
+                 executor: Any = None, constraints: Any = None, constraint_solver: Any = None,
+                 on_infeasible: str = "abort") -> None:
         self.set_engine(engine, executor)
+        self._set_constraints(constraints, constraint_solver, on_infeasible)
         self.noise = noise_model(noise)
         self.resolve_privacy(epsilon, delta, rho, budget, unit=unit, bounded=bounded, contributions=contributions,
                              distinct=distinct, conversion=conversion, calculus=self.noise.calculus, secure=secure)
@@ -170,7 +190,46 @@ class TopDownMechanism(Mechanism):
     def _make_level_solver(self, solver: Any, solver_options: Any, time_limit: Any, integer: bool) -> LevelSolver:
         return LevelSolver(solver if solver is not None else DEFAULT_SOLVERS[self.objective],
                            objective=self.objective, integer=integer, options=solver_options,
-                           time_limit=time_limit, missing_targets=isinstance(self.plan, PerNodePlan))
+                           time_limit=time_limit, missing_targets=isinstance(self.plan, PerNodePlan),
+                           **self._constraint_kwargs())
+
+    # -- constraints (docs/constraints.md) -------------------------------------------------------
+    def _set_constraints(self, constraints: Any, constraint_solver: Any, on_infeasible: str) -> None:
+        """Keep the constraint set (a file path is read now: a bad file is refused before any data)."""
+        from hierdp.constraints import Constraints
+
+        if constraints is not None and not isinstance(constraints, Constraints):
+            import os
+
+            if not isinstance(constraints, (str, os.PathLike)):
+                raise MechanismParameterError(f"constraints must be a hierdp.Constraints or the path of a constraint "
+                                              f"file, got {type(constraints).__name__}")
+            constraints = Constraints.read(constraints)
+        if constraints is None and (constraint_solver is not None or on_infeasible != "abort"):
+            raise MechanismParameterError("constraint_solver and on_infeasible apply only with constraints=")
+        self.constraints = constraints if constraints is not None and len(constraints) else None
+        self._constraint_solver = constraint_solver
+        self._on_infeasible = on_infeasible
+
+    def _constraint_kwargs(self) -> dict[str, Any]:
+        """What the level solver needs to know about the constraints (checked before any noise)."""
+        if getattr(self, "constraints", None) is None:
+            return {}
+        return {"constraints": True, "constraint_solver": self._constraint_solver,
+                "on_infeasible": self._on_infeasible}
+
+    def _resolve_constraints(self, tree: TopDownTree) -> Any:
+        """Bind the constraint set to ``tree`` and check it (public structure only, before any noise)."""
+        if self.constraints is None:
+            return None
+        from hierdp.scale.executors import SerialEngine
+
+        if not isinstance(self.engine, SerialEngine):
+            raise MechanismParameterError(f"constraints= run on the serial engine in this version, not on "
+                                          f"{self.engine.describe()} (a level's rows need the released coarser "
+                                          "levels, which the workers do not receive yet)")
+        return self.constraints.resolve(tree, root_public=self.unit.bounded,
+                                        time_limit=max(60.0, float(self.time_limit or 0)))
 
     # -- names and parameters ------------------------------------------------------------------
     @property
@@ -184,7 +243,11 @@ class TopDownMechanism(Mechanism):
         return self.level_solver.time_limit
 
     def params(self) -> dict[str, Any]:
-        return {**super().params(), **self.level_solver.params(), "noise": self.noise.name, "plan": self.plan.name}
+        out = {**super().params(), **self.level_solver.params(), "noise": self.noise.name, "plan": self.plan.name}
+        constraints = getattr(self, "constraints", None)
+        if constraints is not None:
+            out["constraints"] = constraints.digest()  # part of a checkpoint's identity
+        return out
 
     @property
     def _culprit(self) -> str:
@@ -193,28 +256,42 @@ class TopDownMechanism(Mechanism):
             return f"epsilon={s.epsilon_target!r}"
         return ", ".join(f"{k}={v!r}" for k, v in s.budget.parameters.items())
 
-    def _solve_level(self, noisy: np.ndarray, offsets: np.ndarray,
-                     totals: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-        """Post-process one batch of groups (override to change how a level is solved)."""
-        return self.level_solver.solve(noisy, offsets, totals)
+    def _solve_level(self, noisy: np.ndarray, offsets: np.ndarray, totals: np.ndarray,
+                     rows: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Post-process one batch of groups (override to change how a level is solved); ``rows``: the
+        chunk's :class:`~hierdp.constraints.LevelRows`, or None."""
+        if rows is None:
+            return self.level_solver.solve(noisy, offsets, totals)
+        return self.level_solver.solve(noisy, offsets, totals, rows=rows)
 
     # -- one level -------------------------------------------------------------------------------
     def _run_level(self, tree: TopDownTree, L: int, prev: ReleaseLevel, param: float | None, sens: int, rng: Any,
-                   prev_paths: np.ndarray | None) -> tuple[ReleaseLevel, dict[str, Any], np.ndarray | None]:
+                   prev_paths: np.ndarray | None, plan: Any = None) -> tuple[ReleaseLevel, dict[str, Any],
+                                                                           np.ndarray | None]:
         """Expand the positive nodes of level L, noise their children, solve, keep positives
-        (this process, in chunks of about :attr:`chunk_children` children)."""
+        (this process, in chunks of about :attr:`chunk_children` children).
+
+        ``plan``: the constraints of level L + 1 (:class:`~hierdp.constraints.LevelConstraints`):
+        chunks then never split the parents a row couples, and each chunk's solve gets its rows.
+        """
         alive = np.flatnonzero(prev.values > 0)
+        cuts = None
+        if plan is not None and plan.couples_parents:
+            alive, cuts = _coupled_order(alive, plan.coupling(prev.keys[alive]))
         out_keys, out_par, out_val, out_path = [], [], [], []
         st: dict[str, Any] = {"parents": 0, "children": 0, "released": 0, "max_group": 0, "chunks": 0,
                               "expand_s": 0.0, "noise_s": 0.0, "solve_s": 0.0}
         start, step, seen_parents, seen_children = 0, max(1, min(4096, self.chunk_children)), 0, 0
         per_node = isinstance(self.plan, PerNodePlan)
         while start < alive.size:
-            chunk = alive[start:start + step]
+            end = start + step
+            if cuts is not None and end < alive.size:  # extend to the end of a coupled component
+                end = int(cuts[np.searchsorted(cuts, end)])
+            chunk = alive[start:end]
             start += chunk.size
             res = self._process_chunk(tree, L, chunk, prev.keys[chunk], prev.values[chunk],
                                       prev_paths[chunk] if per_node and prev_paths is not None else None, param, sens,
-                                      rng)
+                                      rng, plan=plan)
             out_keys.append(res.keys)
             out_par.append(res.parent_rows)
             out_val.append(res.values)
@@ -231,14 +308,19 @@ class TopDownMechanism(Mechanism):
                              np.concatenate(out_par) if out_par else empty.copy(),
                              np.concatenate(out_val) if out_val else empty.copy())
         new_paths = (np.concatenate(out_path) if out_path else np.zeros(0)) if per_node else None
+        if cuts is not None:  # back to the order of the parents (the release's canonical order)
+            order = np.argsort(level.parent, kind="stable")
+            level = ReleaseLevel(level.keys[order], level.parent[order], level.values[order])
+            new_paths = new_paths[order] if new_paths is not None else None
         return level, st, new_paths
 
     def _process_chunk(self, tree: TopDownTree, L: int, rows: np.ndarray, parent_keys: np.ndarray,
                        parent_values: np.ndarray, parent_paths: np.ndarray | None, param: float | None, sens: int,
-                       rng: Any) -> ChunkResult:
+                       rng: Any, plan: Any = None) -> ChunkResult:
         """One chunk of level L + 1: the children of the given parents (rows of level L, their keys,
         released values and path sums), noised, solved, the positive ones kept. Pure given its
-        arguments (seeded noise is counter-based), so chunks may run anywhere, in any grouping.
+        arguments (seeded noise is counter-based), so chunks may run anywhere, in any grouping
+        (``plan``: the level's constraints; a chunk must then hold whole coupled components).
 
         Raises:
             _ChunkFailed: the solve failed (with the parents of the failing groups).
@@ -262,7 +344,9 @@ class TopDownMechanism(Mechanism):
         sstats: dict[str, Any] = {}
         if child_keys.size:
             try:
-                sol, sstats = self._solve_level(noisy, offs, totals)
+                block = plan.block(child_keys) if plan is not None else None
+                sol, sstats = (self._solve_level(noisy, offs, totals) if block is None
+                               else self._solve_level(noisy, offs, totals, rows=block))
             except Exception as exc:
                 groups = getattr(exc, "groups", None)
                 keys_has = parent_keys[has]
@@ -359,8 +443,11 @@ class TopDownMechanism(Mechanism):
             if run is not None and run.resumed and accountant is not None:
                 external = self.spec.budget._minus_clamped(run.spent_budget(self.spec.budget))
             ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant, external_total=external)
+            # after the domain check (a node's existence may be private otherwise), before any noise
+            resolved = self._resolve_constraints(tree)
             source = self._noise_source(ctx, run, given=seed is not None or rng is not None, seed=seed)
             state = _RunState(names)
+            state.constraints = resolved
             bar = None
             if progress:
                 from tqdm.auto import tqdm
@@ -381,9 +468,10 @@ class TopDownMechanism(Mechanism):
                     self._spend_level(ctx, L, names[L], parts[L], params[L], sens[L], state)
                     files = None
                     try:
+                        plan = self._level_plan(state, L)
                         if session is None:
                             level, st, paths = self._run_level(tree, L - 1, state.levels[-1], params[L], sens[L],
-                                                               source, state.paths[-1])
+                                                               source, state.paths[-1], plan=plan)
                         else:
                             stage = run.staging(L) if run is not None else None
                             level, st, paths, files = session.run_level(self, tree, L - 1, state.levels[-1],
@@ -393,6 +481,9 @@ class TopDownMechanism(Mechanism):
                         raise self._aborted(tree, ctx, state, L, failed.cause, failed.parent_keys) from failed.cause
                     except Exception as exc:  # anything else after noise was drawn: never lose the spend
                         raise self._aborted(tree, ctx, state, L, exc, None) from exc
+                    if state.fixed_relaxations:
+                        st.setdefault("relaxations", []).extend(state.fixed_relaxations)
+                        state.fixed_relaxations = []
                     state.levels.append(level)
                     state.paths.append(paths)
                     state.timings.append(time.perf_counter() - t_start)
@@ -416,6 +507,38 @@ class TopDownMechanism(Mechanism):
         finally:
             if session is not None:
                 session.close()
+
+    def _level_plan(self, state: _RunState, L: int) -> Any:
+        """Level L's constraints given the released levels 0 .. L - 1 (None without constraints).
+
+        Rows whose every node is already fixed are checked here: one that does not hold stops the
+        release (naming it), or with ``on_infeasible="relax"`` is reported relaxed.
+
+        Raises:
+            ConstraintsInfeasible: a row over fixed nodes only does not hold.
+        """
+        resolved = state.constraints
+        if resolved is None:
+            return None
+        plan = resolved.at_level(L, state.levels)
+        if plan.fixed_violations:
+            from hierdp.constraints import ConstraintsInfeasible
+
+            if self._on_infeasible != "relax":
+                shown = "; ".join(f"{plan.rows.name[r]!r} reads {act:,.0f}" for r, act in plan.fixed_violations[:5])
+                raise ConstraintsInfeasible(f"rows whose nodes are all fixed once the levels above {state.names[L]} "
+                                            f"were released do not hold: {shown} (pass on_infeasible='relax' to "
+                                            "release with them relaxed)",
+                                            entries=[str(plan.rows.name[r]) for r, _ in plan.fixed_violations],
+                                            level=L)
+            for r, act in plan.fixed_violations:
+                lo, hi = plan.rows.lo[r], plan.rows.hi[r]
+                # the fixed activity is what the row now reads: widen the violated side to it
+                lower_by = float(lo - act) if act < lo else 0.0
+                upper_by = float(act - hi) if act > hi else 0.0
+                state.fixed_relaxations.append({"row": str(plan.rows.name[r]), "level": L, "lower_by": lower_by,
+                                                "upper_by": upper_by})
+        return plan if plan.has_work else None
 
     def _noise_source(self, ctx: RunContext, run: Any, *, given: bool, seed: Any) -> Any:
         """The run's randomness: OS randomness (secure), or the counter-based source keyed from the
@@ -464,6 +587,8 @@ class TopDownMechanism(Mechanism):
             root = np.array([tree.root_key], np.int64)
             noisy = int(tree.root_count) + int(self.noise.draw(param, 1, level_randomness(source, 0, root))[0])
             root_value = max(noisy, 0)  # post-processing: a count cannot be negative
+            if state.constraints is not None:  # and must fit the interval the constraints imply
+                root_value = state.constraints.clip_root(root_value)
         state.levels.append(ReleaseLevel(np.array([tree.root_key], np.int64), np.array([-1], np.int64),
                                          np.array([root_value], np.int64)))
         state.paths.append(np.array([root_path]) if isinstance(self.plan, PerNodePlan) else None)
@@ -484,7 +609,14 @@ class TopDownMechanism(Mechanism):
         sens_values = [s.details[key] for s in ctx.spends if key in s.details]
         details: dict[str, Any] = {"split": self.plan.describe(len(sens_values)), "noise": self.noise.name,
                                    "plan": self.plan.name, key: max(sens_values) if sens_values else None}
-        return ctx.accounting(details=details, partial=partial)
+        notes: tuple[str, ...] = ()
+        resolved = getattr(state, "constraints", None)
+        if resolved is not None:
+            relaxed = [r for st in state.stats for r in st.get("relaxations", ())]
+            details["constraints"] = {**resolved.describe(), "on_infeasible": self._on_infeasible,
+                                      "relaxations": relaxed}
+            notes = (resolved.text(), *(_relaxation_note(r, state.names) for r in relaxed))
+        return ctx.accounting(details=details, notes=notes, partial=partial)
 
     def _make_release(self, tree: TopDownTree, ctx: RunContext, state: _RunState, partial: bool) -> TreeRelease:
         n = len(state.levels)
@@ -518,3 +650,24 @@ class _RunState:
         self.paths: list[np.ndarray | None] = []
         self.timings: list[float] = []
         self.stats: list[dict[str, Any]] = []
+        self.constraints: Any = None  # the resolved constraint set (hierdp.constraints), if any
+        self.fixed_relaxations: list[dict[str, Any]] = []  # rows over fixed nodes relaxed at a level's start
+
+
+def _relaxation_note(r: dict[str, Any], names: list[str]) -> str:
+    """The release's line for one relaxed row (failsafe, never silent)."""
+    side = (f"lower bound lowered by {r['lower_by']:,.0f}" if r["lower_by"] > 0
+            else f"upper bound raised by {r['upper_by']:,.0f}")
+    return f"failsafe: constraint {r['row']!r} relaxed at level {r['level']} ({names[r['level']]}): {side}"
+
+
+def _coupled_order(alive: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parents reordered so that each coupled component is contiguous (placed at its first member),
+    and the positions where a chunk may end (component boundaries, and the end)."""
+    n = alive.size
+    lab = np.where(labels >= 0, labels, -1 - np.arange(n))  # uncoupled parents: components of their own
+    _, first, inv = np.unique(lab, return_index=True, return_inverse=True)
+    order = np.lexsort((np.arange(n), first[inv.ravel()]))
+    lab = lab[order]
+    cuts = np.concatenate([np.flatnonzero(lab[1:] != lab[:-1]) + 1, [n]]).astype(np.int64)
+    return alive[order], cuts

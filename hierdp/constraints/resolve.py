@@ -1,0 +1,214 @@
+"""Resolve a constraint set against a tree: bind names, check numbers, carry up, check feasibility.
+
+All of it before any noise, from the constraint set, the tree's public structure and (bounded DP)
+the public root count:
+
+1. every node reference is bound to ``(level, key)`` (:mod:`hierdp.constraints.nodes`); unknown
+   nodes, unknown levels and ambiguous names are refused, naming the entry and its line;
+2. numbers must fit integer counts: integer coefficients (|c| <= 2^31) and bounds (|b| <= 2^52);
+3. bounds, zeros, invariants and rows over one node become node intervals; rows over several
+   nodes stay rows;
+4. rows and intervals are carried up where they aggregate exactly (:mod:`hierdp.constraints.carry`);
+5. the user's entries are decided together as one integer program on the reduced tree
+   (:mod:`hierdp.constraints.public_model`); an infeasible set is refused with an irreducible
+   subset of its entries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from hierdp.constraints.bound import BoundRows, Intervals, merge_duplicate_terms
+from hierdp.constraints.carry import carry_intervals, carry_rows, single_node_intervals
+from hierdp.constraints.entries import CellRule, Invariant, LinearRow, NodeBounds, StructuralZero, entry_label
+from hierdp.constraints.errors import ConstraintError, ConstraintsInfeasible
+from hierdp.constraints.nodes import locator_for
+from hierdp.constraints.resolved import ResolvedConstraints
+
+__all__ = ["MAX_BOUND", "MAX_COEFFICIENT", "resolve"]
+
+log = logging.getLogger(__name__)
+
+#: largest |coefficient| of a row (products with counts below 2^52 stay exact in int64 sums)
+MAX_COEFFICIENT = 2 ** 31
+#: largest |bound| (float64 holds every integer up to 2^53)
+MAX_BOUND = 2 ** 52
+
+
+def resolve(constraints: Any, tree: Any, *, root_public: bool = True, check: bool = True,
+            time_limit: float | None = 60.0, solver: Any = "auto") -> ResolvedConstraints:
+    """See :meth:`hierdp.Constraints.resolve`."""
+    from hierdp.hierarchy.topdown_tree import as_topdown_tree
+
+    t0 = time.perf_counter()
+    tree = as_topdown_tree(tree)
+    entries = constraints.entries
+    for e in entries:
+        if isinstance(e, CellRule) or getattr(e, "cells", None) is not None:
+            raise ConstraintError(f"{e.kind} {entry_label(e)} is about histogram cells; this tree has one count per "
+                                  "node (cell entries apply to histogram mechanisms such as census_topdown)")
+        _check_numbers(e)
+    refs, owner = [], []
+    for i, e in enumerate(entries):
+        if isinstance(e, LinearRow):
+            refs += [node for node, _ in e.terms]
+            owner += [i] * len(e.terms)
+        else:
+            refs.append(e.node)
+            owner.append(i)
+    level, key, problems = locator_for(tree).locate(refs)
+    bad = [j for j, p in enumerate(problems) if p is not None]
+    if bad:
+        shown = [f"{entries[owner[j]].kind} {entry_label(entries[owner[j]])}: {problems[j]}" for j in bad[:3]]
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise ConstraintError("; ".join(shown) + more)
+    owner_arr = np.asarray(owner, dtype=np.int64)
+
+    # intervals of the bounds, zeros and invariants
+    iv_pos = [j for j, o in enumerate(owner) if not isinstance(entries[o], LinearRow)]
+    iv_item = owner_arr[iv_pos] if iv_pos else np.zeros(0, np.int64)
+    iv_lo = np.array([_lo_of(entries[o]) for o in iv_item], dtype=float)
+    iv_hi = np.array([_hi_of(entries[o]) for o in iv_item], dtype=float)
+    iv_level, iv_key = level[iv_pos], key[iv_pos]
+
+    # linear rows, bound to the tree (several references to one node are merged)
+    lin = [i for i, e in enumerate(entries) if isinstance(e, LinearRow)]
+    term_pos = np.flatnonzero(np.isin(owner_arr, lin)) if lin else np.zeros(0, np.int64)
+    row_of = {e_idx: r for r, e_idx in enumerate(lin)}
+    t_row = np.array([row_of[int(o)] for o in owner_arr[term_pos]], dtype=np.int64)
+    t_coef = np.array([c for i in lin for _, c in entries[i].terms], dtype=np.int64)
+    ptr, t_lvl, t_key, t_coef = merge_duplicate_terms(t_row, level[term_pos], key[term_pos], t_coef, len(lin))
+    user_rows = BoundRows(ptr, t_lvl, t_key, t_coef,
+                          np.array([_lo_of(entries[i]) for i in lin], dtype=float),
+                          np.array([_hi_of(entries[i]) for i in lin], dtype=float),
+                          np.array([entries[i].name for i in lin], dtype=object),
+                          np.asarray(lin, dtype=np.int64), np.zeros(len(lin), np.int64))
+    multi, s_lvl, s_key, s_lo, s_hi, empty = single_node_intervals(user_rows)
+    for r in empty:  # every term cancelled: the row reads 0
+        if not user_rows.lo[r] <= 0 <= user_rows.hi[r]:
+            e = entries[int(user_rows.origin[r])]
+            raise ConstraintsInfeasible(f"row {entry_label(e)}: its terms cancel (they name the same node), and 0 is "
+                                        "outside its bounds", entries=[e.name])
+    s_item = user_rows.origin[np.diff(user_rows.ptr) == 1]
+
+    # the user's intervals (bounds, zeros, invariants, single-node rows), then carried up
+    user_iv = Intervals()
+    for L in np.unique(np.concatenate([iv_level, s_lvl])):
+        m1, m2 = iv_level == L, s_lvl == L
+        user_iv.intersect(int(L), np.concatenate([iv_key[m1], s_key[m2]]), np.concatenate([iv_lo[m1], s_lo[m2]]),
+                          np.concatenate([iv_hi[m1], s_hi[m2]]))
+    names = [str(x) for x in tree.level_names]
+    base = np.array([e.name for e in entries], dtype=object)
+    carried = carry_rows(multi, tree, names, base)
+    c_multi, c_lvl, c_key, c_lo, c_hi, _ = single_node_intervals(carried)
+    all_iv = user_iv.copy()
+    for L in np.unique(c_lvl):
+        m = c_lvl == L
+        all_iv.intersect(int(L), c_key[m], c_lo[m], c_hi[m])
+    intervals = carry_intervals(all_iv, tree)
+    rows = BoundRows.concat([multi, c_multi])
+
+    root_value = int(tree.root_count) if root_public else None
+    if check and len(entries):
+        _check_feasible(tree, entries, (np.concatenate([iv_level, s_lvl]), np.concatenate([iv_key, s_key]),
+                                        np.concatenate([iv_lo, s_lo]), np.concatenate([iv_hi, s_hi]),
+                                        np.concatenate([iv_item, s_item]).astype(np.int64)),
+                        multi, root_value, solver=solver, time_limit=time_limit)
+
+    deepest = rows.deepest()
+    by_level = {names[int(L)]: int((deepest == L).sum()) for L in np.unique(deepest)}
+    kinds: dict[str, int] = {}
+    for e in entries:
+        kinds[e.kind] = kinds.get(e.kind, 0) + 1
+    stats = {"sha256": constraints.digest(), "entries": len(entries), "kinds": kinds,
+             "rows_by_level": by_level, "carried_rows": int(carried.n_rows),
+             "intervals": intervals.count(), "implied_intervals": max(0, intervals.count() - user_iv.count()),
+             "feasibility_checked": bool(check), "resolve_s": round(time.perf_counter() - t0, 4)}
+    user_intervals = (iv_level, iv_key, iv_lo, iv_hi, iv_item)
+    return ResolvedConstraints(constraints, tree, rows=rows, intervals=intervals, user_rows=user_rows,
+                               user_intervals=user_intervals, stats=stats)
+
+
+def _lo_of(e: Any) -> float:
+    if isinstance(e, (LinearRow, NodeBounds)):
+        return -np.inf if e.lower is None else float(e.lower)
+    if isinstance(e, StructuralZero):
+        return 0.0
+    return float(e.value)
+
+
+def _hi_of(e: Any) -> float:
+    if isinstance(e, (LinearRow, NodeBounds)):
+        return np.inf if e.upper is None else float(e.upper)
+    if isinstance(e, StructuralZero):
+        return 0.0
+    return float(e.value)
+
+
+def _check_numbers(e: Any) -> None:
+    """Integer coefficients and bounds within the exact ranges (the counts are integers)."""
+    nums: list[tuple[str, Any]] = []
+    if isinstance(e, LinearRow):
+        for node, c in e.terms:
+            if not isinstance(c, int):
+                raise ConstraintError(f"linear {entry_label(e)}: coefficient {c} of {node!r} is not an integer (the "
+                                      "counts are integers; scale the row to integer coefficients)")
+            if abs(c) > MAX_COEFFICIENT:
+                raise ConstraintError(f"linear {entry_label(e)}: coefficient {c} of {node!r} is beyond ±2^31")
+        nums += [("lower bound", e.lower), ("upper bound", e.upper)]
+    elif isinstance(e, NodeBounds):
+        nums += [("lower bound", e.lower), ("upper bound", e.upper)]
+    elif isinstance(e, Invariant):
+        nums.append(("value", e.value))
+    for what, v in nums:
+        if v is None:
+            continue
+        if not isinstance(v, int):
+            raise ConstraintError(f"{e.kind} {entry_label(e)}: {what} {v} is not an integer (the counts are integers)")
+        if abs(v) > MAX_BOUND:
+            raise ConstraintError(f"{e.kind} {entry_label(e)}: {what} {v} is beyond ±2^52 (not exact in float64)")
+
+
+def _check_feasible(tree: Any, entries: tuple[Any, ...],
+                    iv: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], rows: BoundRows,
+                    root_value: int | None, *, solver: Any, time_limit: float | None) -> None:
+    """Decide the user's entries together; refuse an infeasible set with an irreducible subset."""
+    from hierdp.constraints.feasibility import MAX_FILTER_ITEMS, decide, irreducible_subset
+    from hierdp.constraints.public_model import PublicModel
+    from hierdp.models import ProblemError
+
+    model = PublicModel(tree, *iv, rows, root_value)
+
+    def feasible(items: list[int] | None) -> bool | None:
+        try:
+            p = model.problem(items)
+        except ProblemError:
+            return False
+        return decide(p, solver=solver, time_limit=time_limit)
+
+    verdict = feasible(None)
+    if verdict is True:
+        return
+    public = "" if root_value is None else f" with the public root total {root_value:,} (bounded DP)"
+    if verdict is None:
+        raise ConstraintError(f"could not decide within {time_limit} s whether the constraints can all hold on this "
+                              f"tree{public}; nothing was released (raise the time limit, or simplify the set)")
+    items = sorted(set(iv[4].tolist()) | set(rows.origin.tolist()))
+    subset = irreducible_subset(items, feasible)
+    if subset is None:
+        why = (f"{len(items)} entries: more than {MAX_FILTER_ITEMS} to search" if len(items) > MAX_FILTER_ITEMS
+               else "a subset could not be decided")
+        raise ConstraintsInfeasible(f"the constraints cannot all hold on this tree{public} (no irreducible subset "
+                                    f"named: {why}); nothing was released")
+    from hierdp.constraints.spec import describe_entry
+
+    named = [entries[i] for i in subset]
+    lines = "; ".join(describe_entry(e) + (f" ({e.where})" if e.where else "") for e in named)
+    what = (f"entry {lines} cannot hold" if len(named) == 1 else
+            f"these {len(named)} cannot hold together (each of them is needed for the conflict): {lines}")
+    raise ConstraintsInfeasible(f"the constraints cannot all hold on this tree{public}: {what}; nothing was released",
+                                entries=[e.name for e in named])

@@ -1,0 +1,141 @@
+"""TopDown releases with constraints against independent oracles.
+
+For every level of a release that completes, its objective must equal the best objective over the
+level vectors that extend to a whole tree satisfying every constraint with the coarser levels as
+released (enumerated on tiny trees, a scipy MILP on larger ones): the mechanism's level problem is
+a relaxation of that set (rows applied at the level, implied rows and intervals), and its answer
+extended to the next levels, so the two optima coincide exactly when the release completes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hierdp
+from hierdp.mechanisms import ReleaseAborted
+from hierdp.mechanisms.topdown import TopDownMechanism
+
+from .oracles import (
+    RecordingNoise,
+    Spec,
+    all_trees,
+    brute_level_optimum,
+    level_objective,
+    milp_level_optimum,
+    noisy_levels,
+    released_vector,
+)
+
+
+def tiny_instance(seed: int) -> tuple[hierdp.Hierarchy, Spec]:
+    """Root -> 2-3 regions -> 1-2 leaves each (at most 6 leaves), counts 0-3; 1-2 rows, 0-2 bounds."""
+    rng = np.random.default_rng(seed)
+    regions = "ABC"[: rng.integers(2, 4)]
+    edges, counts = [], {}
+    for r in regions:
+        edges.append(("R", r))
+        for i in range(int(rng.integers(1, 3))):
+            edges.append((r, f"{r}{i}"))
+            counts[f"{r}{i}"] = int(rng.integers(0, 4))
+    tree = hierdp.Hierarchy.from_edges(edges, counts=counts)
+    names = [str(x) for x in tree.names]
+    value = dict(zip(names, np.asarray(tree.counts).tolist(), strict=True))
+    spec = Spec()
+    nodes = names[1:]
+    for _ in range(int(rng.integers(1, 3))):
+        pick = rng.choice(len(nodes), size=int(rng.integers(2, 4)), replace=False)
+        terms = {nodes[j]: int(rng.choice([1, 1, 2, -1])) for j in pick}
+        act = sum(c * value[n] for n, c in terms.items())
+        kind = rng.integers(0, 3)
+        lo = float(act - rng.integers(0, 3)) if kind != 1 else -np.inf
+        hi = float(act + rng.integers(0, 3)) if kind != 0 else np.inf
+        spec.rows.append((terms, lo, hi))
+    for j in rng.choice(len(nodes), size=int(rng.integers(0, 3)), replace=False):
+        v = value[nodes[j]]
+        spec.bounds[nodes[j]] = (float(max(0, v - rng.integers(0, 2))), float(v + rng.integers(0, 3)))
+    return tree, spec
+
+
+def release_with_oracle(tree, spec, objective, seed):
+    noise = RecordingNoise()
+    mech = TopDownMechanism(rho=0.05, noise=noise, objective=objective, constraints=spec.to_constraints())
+    try:
+        rel = mech.release(tree, seed=seed)
+    except ReleaseAborted:
+        return None, noise
+    return rel, noise
+
+
+@pytest.mark.parametrize("objective", ["linf", "l1", "l2"])
+def test_each_level_is_optimal_under_the_rows_brute_force(objective):
+    completed = 0
+    for seed in range(10):
+        tree, spec = tiny_instance(seed)
+        c = spec.to_constraints()
+        try:
+            c.resolve(tree)
+        except hierdp.constraints.ConstraintsInfeasible:
+            continue
+        rel, noise = release_with_oracle(tree, spec, objective, seed)
+        if rel is None:
+            continue
+        completed += 1
+        assert rel.check_consistency() == []
+        v = released_vector(rel, tree)
+        assert (v >= 0).all()
+        trees = all_trees(tree, int(tree.counts[0]))
+        # every row and bound holds, checked exactly on the released integers
+        for terms, lo, hi in spec.rows:
+            act = sum(c * int(v[tree.index_of(n)]) for n, c in terms.items())
+            assert lo <= act <= hi, (seed, terms, act)
+        for name, (lo, hi) in spec.bounds.items():
+            assert lo <= v[tree.index_of(name)] <= hi
+        for L, (child, x, groups) in noisy_levels(rel, tree, noise.draws).items():
+            got = float(level_objective(v[child][None, :], x, groups, objective)[0])
+            best = brute_level_optimum(tree, spec, rel, L, child, x, groups, objective, trees)
+            assert best is not None
+            assert got == pytest.approx(best, abs=1e-9), (seed, L, got, best)
+    assert completed >= 5
+
+
+def medium_instance(seed: int) -> tuple[hierdp.Hierarchy, Spec]:
+    """Root -> 4 states -> 3-5 counties, counts up to 2,000; a cross-state cap, a within-state cap,
+    a lower bound."""
+    rng = np.random.default_rng(100 + seed)
+    edges, counts = [], {}
+    for s in "PQRS":
+        edges.append(("US", s))
+        for i in range(int(rng.integers(3, 6))):
+            edges.append((s, f"{s}/{i}"))
+            counts[f"{s}/{i}"] = int(rng.integers(0, 2000))
+    tree = hierdp.Hierarchy.from_edges(edges, counts=counts)
+    val = {str(n): int(c) for n, c in zip(tree.names, tree.counts, strict=True)}
+    spec = Spec()
+    spec.rows.append(({"P/0": 1, "Q/0": 1}, -np.inf, float(val["P/0"] + val["Q/0"] - 40)))
+    spec.rows.append(({"R/0": 1, "R/1": 2}, -np.inf, float(val["R/0"] + 2 * val["R/1"] + 10)))
+    spec.bounds["S/1"] = (float(val["S/1"] + 30), np.inf)
+    return tree, spec
+
+
+@pytest.mark.parametrize("objective", ["linf", "l1"])
+def test_each_level_is_optimal_under_the_rows_milp(objective):
+    completed = 0
+    for seed in range(4):
+        tree, spec = medium_instance(seed)
+        noise = RecordingNoise()
+        mech = TopDownMechanism(rho=0.5, noise=noise, objective=objective, constraints=spec.to_constraints())
+        try:
+            rel = mech.release(tree, seed=seed)
+        except ReleaseAborted:
+            continue
+        completed += 1
+        v = released_vector(rel, tree)
+        for L, (child, x, groups) in noisy_levels(rel, tree, noise.draws).items():
+            got = float(level_objective(v[child][None, :], x, groups, objective)[0])
+            best = milp_level_optimum(tree, spec, rel, L, child, x, groups, objective)
+            assert got == pytest.approx(best, abs=1e-6), (seed, L, got, best)
+        for terms, lo, hi in spec.rows:
+            act = sum(c * int(v[tree.index_of(n)]) for n, c in terms.items())
+            assert lo <= act <= hi
+    assert completed >= 3
