@@ -6,10 +6,13 @@ batches (:func:`check_groups`), guard results (:func:`check_sums`) and give the 
 per-segment operations the fast paths are built from (:func:`segment_sort`,
 :func:`segment_cumsum`, :func:`ulp_tolerance`).
 
-Forest kernels work on a parent array (``-1`` for roots) with pointer doubling, so their cost is
-``O(n log depth)`` whatever the depth, with no cap on the number of steps:
-:func:`follow_to_terminal` and :func:`depth_by_doubling`.
+Forest kernels work on a parent array (``-1`` for roots): :func:`children_csr` (the children of
+every node as one CSR), :func:`gather_ranges` (the concatenated index ranges of a set of nodes'
+children, or of any runs), and, with pointer doubling so that their cost is ``O(n log depth)``
+whatever the depth, :func:`follow_to_terminal` and :func:`depth_by_doubling`.
 
+This is the one home of these kernels: hierarchies, O/D trees, spines and the TopDown trees use
+them (the solvers' cost-table segments keep their own copies until their owners move them here).
 This module imports nothing from :mod:`hierdp` beyond the error root, so every layer may use it.
 """
 
@@ -95,9 +98,9 @@ def check_groups(
     offs = np.asarray(offsets)
     if offs.ndim != 1 or offs.size < 1:
         raise GroupError("offsets must be a one-dimensional array with len(totals)+1 entries")
-    if not np.issubdtype(offs.dtype, np.integer):
-        if not np.all(np.isfinite(offs)) or np.any(offs != np.round(offs)):
-            raise GroupError("offsets must be integers")
+    if not np.issubdtype(offs.dtype, np.integer) and (not np.all(np.isfinite(offs))
+                                                      or np.any(offs != np.round(offs))):
+        raise GroupError("offsets must be integers")
     offs = offs.astype(np.int64)
     tot = np.asarray(totals, dtype=np.float64)
     if tot.ndim != 1 or offs.size != tot.size + 1:
@@ -177,12 +180,39 @@ def segment_sort(keys: np.ndarray, gid: np.ndarray) -> np.ndarray:
     return np.argsort(gid.astype(np.int64) * n + rank)
 
 
-def group_ids(offsets: np.ndarray) -> np.ndarray:
-    """Group id of every entry of a batch (``offsets`` non-decreasing, empty groups allowed)."""
-    return np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
-
-
 # ---------------------------------------------------------------------------------- forests
+def gather_ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices, offsets)``: the concatenation of ``arange(starts[g], starts[g] + lengths[g])``
+    over g, without a loop; run g occupies ``indices[offsets[g]:offsets[g + 1]]``.
+
+    ``lengths`` must be non-negative (a run of length 0 contributes nothing).
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total == 0:
+        return np.zeros(0, np.int64), offsets
+    # position within its run = global position - the run's first position
+    within = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1], lengths)
+    return np.repeat(starts, lengths) + within, offsets
+
+
+def children_csr(parent: np.ndarray, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(ptr, child)``: the children of node ``u`` are ``child[ptr[u]:ptr[u + 1]]``, in index
+    order (a stable counting sort by parent); ``parent[i] < 0`` marks a root. ``n`` is the number
+    of possible parents (default: ``len(parent)``; more when the parents are another array's, as
+    between two levels)."""
+    parent = np.asarray(parent, dtype=np.int64)
+    n = parent.size if n is None else int(n)
+    has = parent >= 0
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(parent[has], minlength=n), out=ptr[1:])
+    kids = np.flatnonzero(has)
+    return ptr, kids[np.argsort(parent[kids], kind="stable")]
+
+
 def follow_to_terminal(step: np.ndarray) -> np.ndarray:
     """Where following ``step`` from every node ends: ``step[i] == i`` marks a terminal.
 

@@ -1,13 +1,18 @@
 """Figures of comparison frames (:func:`hierdp.compare`), drawn with matplotlib's Agg canvas.
 
-``hierdp.plot.compare_figure(frame)`` returns a matplotlib ``Figure`` with four panels:
+``hierdp.plot.compare_figure(frame)`` returns a matplotlib ``Figure`` with four panels: three of
+metrics per level, chosen by the frame's input (:data:`PANELS`), and the wall time of one release
+per configuration (bar: median; whisker: min to max; dots: runs), with the configurations that
+could not run and their status. Errors are drawn as one line per configuration - the median over
+seeds - with a band from the smallest to the largest value over the seeds; rates and counts as
+the mean over seeds.
 
-* maximum and mean absolute error per level (one line per configuration: the median over
-  seeds, and a band from the smallest to the largest value over the seeds),
-* the false discovery rate (percent of released positive nodes that are truly 0) and the false
-  negative rate (percent of truly positive nodes released as 0) per level, mean over seeds,
-* the wall time of one release per configuration (bar: median; whisker: min to max; dots: runs),
-  and the configurations that could not run, with their status.
+* trees: maximum and mean absolute error per level; the false discovery rate (percent of released
+  positive nodes that are truly 0) and the false negative rate (percent of truly positive nodes
+  released as 0);
+* group sizes: total and largest L1 error per region level; #CV (cells that differ from the sum of
+  their children) per level;
+* points: mean relative error and its 95th percentile per range workload; mean absolute error.
 
 ``save_compare_figure(frame, "compare.png")`` writes it.
 
@@ -28,16 +33,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["compare_figure", "interval_bands", "interval_figure", "save_compare_figure"]
+__all__ = ["PANELS", "compare_figure", "interval_bands", "interval_figure", "save_compare_figure"]
 
-_PANELS = [(("max_abs_error",), "max |error| per level", True),
-           (("mean_abs_error",), "mean |error| per level", True),
-           (("false_discovery_rate_pct", "false_negative_rate_pct"), "false discovery / false negative rate per level (mean over seeds)",
-            False)]
+#: per input kind: three panels of (columns, title, log scale (median and band) or linear (mean)),
+#: then the y labels of the first and the third panel
+PANELS: dict[str, tuple[list[tuple[tuple[str, ...], str, bool]], str, str]] = {
+    "tree": ([(("max_abs_error",), "max |error| per level", True),
+              (("mean_abs_error",), "mean |error| per level", True),
+              (("false_discovery_rate_pct", "false_negative_rate_pct"),
+               "false discovery / false negative rate per level (mean over seeds)", False)],
+             "absolute error (counts, symlog scale)", "percent of nodes"),
+    "group_sizes": ([(("l1_total",), "L1 error per level (sum over regions and sizes)", True),
+                     (("max_abs_error",), "max |error| of a cell per level", True),
+                     (("cv",), "#CV per level: cells differing from their children's sum (mean over seeds)",
+                      False)],
+                    "L1 error (groups, symlog scale)", "cells"),
+    "points": ([(("mre_pct",), "mean relative error per workload (%)", True),
+                (("p95_relative_error_pct",), "95th percentile of the relative error (%)", True),
+                (("mean_abs_error",), "mean |error| of a query (mean over seeds)", False)],
+               "relative error (%, symlog scale)", "points"),
+}
 
 
 def _labels(ok: pd.DataFrame) -> list[tuple[str, str]]:
-    return list(dict.fromkeys(zip(ok["mechanism"], ok["solver"])))
+    return list(dict.fromkeys(zip(ok["mechanism"], ok["solver"], strict=False)))
 
 
 def _label(mech: str, solver: str) -> str:
@@ -72,6 +91,8 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     ok = frame[frame["status"] == "ok"].copy()
     if ok.empty:
         raise ValueError("nothing to plot: no configuration ran successfully (see the status column)")
+    kind = str(ok["input"].iloc[0]) if "input" in ok.columns else "tree"
+    panels, ylabel_error, ylabel_rate = PANELS[kind]
     configs = _labels(ok)
     colors = {c: f"C{k % 10}" for k, c in enumerate(configs)}
     markers = "os^DvP*Xph"
@@ -84,11 +105,11 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     # configurations side by side around each level (they often coincide: a dodge keeps each visible)
     dodge = {c: (k - (len(configs) - 1) / 2) * min(0.06, 0.5 / max(len(configs), 1)) for k, c in enumerate(configs)}
     handles = []
-    for ax, panel in zip([axes[0, 0], axes[0, 1], axes[1, 0]], _PANELS):
+    for ax, panel in zip([axes[0, 0], axes[0, 1], axes[1, 0]], panels, strict=False):
         cols, what, log = panel
         for k, conf in enumerate(configs):
             sub = ok[(ok["mechanism"] == conf[0]) & (ok["solver"] == conf[1])]
-            for col, style in zip(cols, ("-", "--")):
+            for col, style in zip(cols, ("-", "--"), strict=False):
                 g = sub.groupby("level")[col]
                 if log:  # errors: median and the min-max band over the seeds
                     mid, lo, hi = g.median(), g.min(), g.max()
@@ -110,22 +131,23 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
             ax.set_yscale("symlog", linthresh=1.0)  # zero error (a public root) stays on the axis
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_ylim(bottom=0)
-        ax.set_xlabel("level")
-    axes[0, 0].set_ylabel("absolute error (counts, symlog scale)")
-    axes[1, 0].set_ylabel("percent of nodes")
-    axes[1, 0].plot([], [], "k-", label="false discovery rate")
-    axes[1, 0].plot([], [], "k--", label="false negative rate")
-    axes[1, 0].legend(fontsize=8, loc="upper left", handles=axes[1, 0].lines[-2:])
+        ax.set_xlabel("workload" if kind == "points" else "level")
+    axes[0, 0].set_ylabel(ylabel_error)
+    axes[1, 0].set_ylabel(ylabel_rate)
+    if kind == "tree":
+        axes[1, 0].plot([], [], "k-", label="false discovery rate")
+        axes[1, 0].plot([], [], "k--", label="false negative rate")
+        axes[1, 0].legend(fontsize=8, loc="upper left", handles=axes[1, 0].lines[-2:])
 
     ax = axes[1, 1]
     runs = ok.drop_duplicates(["mechanism", "solver", "seed"])
     failed = frame[frame["status"] != "ok"].drop_duplicates(["mechanism", "solver"])
-    not_run = [(m, s, st) for m, s, st in zip(failed["mechanism"], failed["solver"], failed["status"])
+    not_run = [(m, s, st) for m, s, st in zip(failed["mechanism"], failed["solver"], failed["status"], strict=False)
                if (m, s) not in colors]
     rows = configs + [(m, s) for m, s, _ in not_run]
     ypos = np.arange(len(rows))[::-1]
     spans = []
-    for y, conf in zip(ypos, configs):
+    for y, conf in zip(ypos, configs, strict=False):
         t = runs[(runs["mechanism"] == conf[0]) & (runs["solver"] == conf[1])]["run_seconds"].to_numpy(float)
         med = float(np.median(t))
         spans.append(t)
@@ -143,7 +165,7 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
     ax.set_xlim(right=ax.get_xlim()[1] * (1.6 if ax.get_xscale() == "log" else 1.15))
-    for y, (_, _, status) in zip(ypos[len(configs):], not_run):  # configurations that could not run
+    for y, (_, _, status) in zip(ypos[len(configs):], not_run, strict=False):  # configurations that could not run
         ax.annotate(f"not run: {status}", (ax.get_xlim()[0], y), xytext=(4, 0), textcoords="offset points",
                     va="center", fontsize=8, color="dimgray", style="italic")
     ax.set_yticks(ypos)

@@ -17,6 +17,7 @@ terms) and never call hierdp's derived structure (``groups()``, ``depth()``, mod
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -192,7 +193,7 @@ def tree_dp_optimum(problem, vmax: int) -> float | None:
                 cands.update((w[i] * np.abs(vals - x[i])).tolist())
         cands = sorted(cands)
 
-        def ok(t: float) -> bool:
+        def ok(t: float, a: Any = a) -> bool:
             return _group_feasible(problem, kids, a, anchors, allowed, t, vals)
 
         if not ok(cands[-1] + 1.0):
@@ -257,7 +258,7 @@ def _postorder(problem, kids) -> list[int]:
 # ---------------------------------------------------------------------------------- continuous
 def continuous_optimum(problem) -> float | None:
     """Optimum of a continuous problem (linf/l1: LP; l2: SLSQP), query terms and rows included."""
-    from scipy.optimize import linprog, minimize
+    from scipy.optimize import linprog
 
     free = np.flatnonzero(np.isnan(problem.fixed))
     nv = free.size
@@ -287,7 +288,7 @@ def continuous_optimum(problem) -> float | None:
     if problem.n_constraints:
         c = problem.constraints
         dense = c.matrix.toarray()
-        const = dense[:, np.isnan(problem.fixed) == False] @ fixed0[~np.isnan(problem.fixed)]  # noqa: E712
+        const = dense[:, np.isnan(problem.fixed) == False] @ fixed0[~np.isnan(problem.fixed)]
         a = dense[:, free]
         for r in range(dense.shape[0]):
             if np.isfinite(c.upper[r]):
@@ -341,7 +342,7 @@ def continuous_optimum(problem) -> float | None:
                 r[aux] = -1
                 rows.append(r)
                 rhs.append(s * q.weight[k] * (q.target[k] - const))
-    for r0, b in zip(ub_rows, ub_rhs):
+    for r0, b in zip(ub_rows, ub_rhs, strict=False):
         rows.append(np.r_[r0, np.zeros(naux)])
         rhs.append(b)
     a_eq = np.array([np.r_[r, np.zeros(naux)] for r in eq_rows]) if eq_rows else None
@@ -366,8 +367,8 @@ def _qp_optimum(problem, f, free, bounds, eq_rows, eq_rhs, ub_rows, ub_rhs, fixe
     if start.status != 0:
         return None
     best = None
-    cons = [{"type": "eq", "fun": (lambda y, r=r, b=b: r @ y - b)} for r, b in zip(eq_rows, eq_rhs)]
-    cons += [{"type": "ineq", "fun": (lambda y, r=r, b=b: b - r @ y)} for r, b in zip(ub_rows, ub_rhs)]
+    cons = [{"type": "eq", "fun": (lambda y, r=r, b=b: r @ y - b)} for r, b in zip(eq_rows, eq_rhs, strict=False)]
+    cons += [{"type": "ineq", "fun": (lambda y, r=r, b=b: b - r @ y)} for r, b in zip(ub_rows, ub_rhs, strict=False)]
     lin = []
     if eq_rows:
         lin.append(LinearConstraint(a_eq, np.array(eq_rhs), np.array(eq_rhs)))

@@ -4,7 +4,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import hierdp
 from hierdp.hierarchy import CountError, Hierarchy
 from hierdp.mechanisms import InfTDA
 from hierdp.models import Problem
@@ -29,7 +28,7 @@ def test_intopt_integer_groups_stay_consistent_and_optimal(c):
     xi = [c - 3, 1, 2, 0, 4]
     y = intopt(np.array(xi, dtype=float), c)
     assert int(y.sum()) == c and (y >= 0).all()
-    assert max(abs(int(a) - b) for a, b in zip(y, xi)) == exact_linf_optimum(xi, c)
+    assert max(abs(int(a) - b) for a, b in zip(y, xi, strict=False)) == exact_linf_optimum(xi, c)
 
 
 @pytest.mark.parametrize("c", [10**12 + 7, 2**44 - 9])

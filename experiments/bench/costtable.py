@@ -74,7 +74,7 @@ def tree_instance(fanouts: tuple[int, ...], max_count: int, seed: int, fix_root:
     rng = np.random.default_rng(seed)
     parent = regular_tree(fanouts)
     n = parent.size
-    level_sizes = np.cumprod((1,) + fanouts)
+    level_sizes = np.cumprod((1, *fanouts))
     true = np.zeros(n)
     leaf_start = n - level_sizes[-1]
     true[leaf_start:] = rng.integers(0, max_count + 1, level_sizes[-1])

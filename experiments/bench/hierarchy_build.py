@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -201,7 +202,7 @@ def inf_tda_release(df: pd.DataFrame) -> tuple[pd.Series | None, str]:
 
 def noise_comparison(tree: Hierarchy, repeats: int) -> None:
     """Counter-based against sequential seeded noise: one level's draws, and whole releases."""
-    from hierdp.mechanisms.topdown import engine as topdown_engine
+    from hierdp.mechanisms.topdown import mechanism as topdown_engine
     from hierdp.privacy import discrete_gaussian
     from hierdp.privacy.counter_noise import CounterRandom
 

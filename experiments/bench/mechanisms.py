@@ -23,7 +23,7 @@ import pandas as pd
 
 from experiments.common import RESULTS, format_table, timed
 from hierdp.hierarchy.od import ODTree
-from hierdp.hierarchy.synthetic import italy_like_od
+from hierdp.datasets.flows import italy_like_od
 from hierdp.mechanisms import create
 from hierdp.solvers import solve_groups
 
@@ -46,7 +46,7 @@ def mechanisms_table(tree: ODTree, small: ODTree, eps: float, seed: int) -> pd.D
     for name, extra, data in cases:
         params = {"epsilon": eps, "delta": DELTA, **extra}
         params = {k: v for k, v in params.items() if v is not None}
-        rel, secs = timed(lambda: create(name, **params).release(data, seed=seed))
+        rel, secs = timed(lambda name=name, params=params, data=data: create(name, **params).release(data, seed=seed))
         acc = rel.accounting
         best = acc.guarantee("approx")
         rows.append({"mechanism": name, "data": "full" if data is tree else "subsample", "seconds": secs,
@@ -91,7 +91,7 @@ def seams_table(tree: ODTree, eps: float, seed: int) -> pd.DataFrame:
     for label, params in [("discrete Gaussian, uniform (InfTDA)", {"noise": "discrete_gaussian", "delta": DELTA}),
                           ("geometric, uniform", {"noise": "geometric"}),
                           ("geometric, HTF geometric plan", {"noise": "geometric", "plan": "geometric"})]:
-        rel, secs = timed(lambda: create("topdown", epsilon=eps, **params).release(tree, seed=seed))
+        rel, secs = timed(lambda params=params: create("topdown", epsilon=eps, **params).release(tree, seed=seed))
         parts = [float(next(iter(s.budget.parameters.values()))) for s in rel.accounting.spends]
         rows.append({"seams": label, "seconds": secs, "released_nodes": rel.n_nodes,
                      "consistent": rel.check_consistency() == [],
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n2. a level through solve_groups vs the fast path called directly (same arrays, same values):")
     print(format_table(t2, "{:,.3f}"))
     t3 = seams_table(tree, args.epsilon, args.seed)
-    print("\n3. the engine's seams on the same tree (epsilon = {:g}):".format(args.epsilon))
+    print(f"\n3. the engine's seams on the same tree (epsilon = {args.epsilon:g}):")
     print(format_table(t3, "{:,.3f}"))
     RESULTS.mkdir(parents=True, exist_ok=True)
     t1.to_csv(RESULTS / "bench_mechanisms.csv", index=False)

@@ -73,7 +73,7 @@ def sizes_for(scale: float) -> dict[str, int]:
     """Level sizes at ``scale`` (every level at least as large as the one above)."""
     out, prev = {}, 1
     for name, full in FULL.items():
-        n = full if name == "state" else max(prev, int(round(full * scale)))
+        n = full if name == "state" else max(prev, round(full * scale))
         out[name] = prev = n
     return out
 
@@ -160,7 +160,7 @@ def serial_release(tree: Any, work: Path, in_process: bool = False) -> dict[str,
 
 
 def _warm_up() -> None:
-    import hierdp.mechanisms  # noqa: F401
+    import hierdp.mechanisms
     import hierdp.scale  # noqa: F401
 
 
@@ -240,14 +240,14 @@ def run(scale: float = 1.0, workers: int = 2, out: Path | None = None, chunk_row
                    driver_peak_mib=peak_mib())
     rows = []
     for L, name in enumerate(["nation", *LEVELS]):
-        per_worker = sorted(dask["cpu_by_worker"][L].values(), reverse=True) + [0.0, 0.0]
+        per_worker = [*sorted(dask["cpu_by_worker"][L].values(), reverse=True), 0.0, 0.0]
         rows.append({"level": L, "name": name, "released": serial["released"][L],
                      "serial_s": serial["timings"][L], "serial_cpu_s": serial["cpu"][L],
                      "dask_s": dask["timings"][L], "dask_task_s": dask["work_s"][L],
                      "dask_cpu_w1": per_worker[0], "dask_cpu_w2": per_worker[1],
                      "dask_partitions": dask["partitions"][L]})
     table = pd.DataFrame(rows)
-    print("\nInfTDA (epsilon 1, delta 1e-8, seed %d), seconds per level:" % SEED)
+    print(f"\nInfTDA (epsilon 1, delta 1e-8, seed {SEED}), seconds per level:")
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
     setup = dask["seconds"] - sum(dask["timings"])
     levels_serial, levels_dask = sum(serial["timings"]), sum(dask["timings"])

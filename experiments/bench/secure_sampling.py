@@ -72,7 +72,7 @@ def compare(kind: str, params: tuple[float, ...], sizes: dict[str, int], repeats
         row = {}
         for name, src in sources.items():
             n = sizes[name]
-            row[name] = rate(lambda m, s=src: sampler(p, m, s), n, repeats)
+            row[name] = rate(lambda m, s=src, p=p: sampler(p, m, s), n, repeats)
         v = row["vectorized"][0]
         cells = " | ".join(f"{fmt(c)} ({fmt(w)})" for c, w in row.values())
         print(f"{p:8g} {sizes['vectorized']:9d} | {cells} | {v / row['opendp'][0]:9.0f}x "
@@ -85,7 +85,7 @@ def sizes_scan(repeats: int, quick: bool) -> None:
     print(f"{'law':>18} " + " ".join(f"{n:>10d}" for n in ns) + "   bytes/draw")
     for kind, p in [("gaussian", 1.0), ("gaussian", 1e6), ("laplace", 1.0), ("laplace", 1000.0)]:
         fn = secure_sampling.discrete_gaussian if kind == "gaussian" else secure_sampling.discrete_laplace
-        rates = [rate(lambda m: fn(np.full(m, p)), n, repeats)[0] for n in ns]
+        rates = [rate(lambda m, fn=fn, p=p: fn(np.full(m, p)), n, repeats)[0] for n in ns]
         src = secure_sampling.OsRandomBytes()
         fn(np.full(200_000, p), src)
         print(f"{kind + ' ' + format(p, 'g'):>18} " + " ".join(f"{fmt(r):>10}" for r in rates)
@@ -98,8 +98,8 @@ def per_entry(repeats: int) -> None:
     for distinct in (1, 10, 100_000):
         values = gen.uniform(1.0, 1e6, distinct)
         sigma2 = values[gen.integers(0, distinct, 1_000_000)]
-        g = rate(lambda m: discrete_gaussian(sigma2[:m], None, SecureRandom()), sigma2.size, repeats)[0]
-        lap = rate(lambda m: discrete_laplace(np.sqrt(sigma2[:m]), None, SecureRandom()), sigma2.size,
+        g = rate(lambda m, s2=sigma2: discrete_gaussian(s2[:m], None, SecureRandom()), sigma2.size, repeats)[0]
+        lap = rate(lambda m, s2=sigma2: discrete_laplace(np.sqrt(s2[:m]), None, SecureRandom()), sigma2.size,
                    repeats)[0]
         print(f"  {distinct:>7d} distinct values: discrete Gaussian {fmt(g)}, discrete Laplace {fmt(lap)}")
 

@@ -129,7 +129,7 @@ def presolve_levels() -> None:
             row.append((time.perf_counter() - t, obj))
         tot[0] += row[0][0]
         tot[1] += row[1][0]
-        print(f"{seed:<6} {row[0][0]:8.2f} {row[1][0]:10.2f} {str(row[1][1]):>12} "
+        print(f"{seed:<6} {row[0][0]:8.2f} {row[1][0]:10.2f} {row[1][1]!s:>12} "
               f"{linf_optimum(x, offsets, totals).sum():15.6g}   (off: {row[0][1]})")
     print(f"total: presolve off {tot[0]:.1f} s, default {tot[1]:.1f} s ({tot[0] / max(tot[1], 1e-9):.1f}x)")
 

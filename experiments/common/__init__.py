@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["RESULTS", "REPOSITORY", "timed", "peak_rss_mb", "format_table", "print_notes", "inftda_reference_dir"]
+__all__ = ["REPOSITORY", "RESULTS", "format_table", "inftda_reference_dir", "peak_rss_mb", "print_notes", "timed"]
 
 #: the repository root (experiments/ is not installed: it only runs from a checkout)
 REPOSITORY = Path(__file__).resolve().parents[2]

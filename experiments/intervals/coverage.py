@@ -145,7 +145,7 @@ def group_sizes_family(releases: int, draws: int, tiny: bool) -> Iterator[Scored
         rel = mech.release(data, seed=r)
         sims = simulate_histograms(rel, mech, draws, np.random.default_rng(1000 + r))
         n, k = rel.values.shape
-        scales = [it["scale"] for it in rel.accounting.details["per_level"]]
+        scales = [s.details["scale"] for s in rel.accounting.spends if "scale" in s.details]
         for nominal in NOMINAL:
             nw = np.array([2.0 * NoiseLaw("geometric", s).margin(nominal) for s in scales])[lev]
             for name, construction, m in (("bootstrap", "hull", histogram_margins(rel, nominal)),

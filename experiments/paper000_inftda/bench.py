@@ -1,6 +1,6 @@
 """Italy-scale benchmark of the TopDown mechanisms of paper 000 (issue 3).
 
-Data: :func:`hierdp.hierarchy.synthetic.italy_like_od` — 20 regions → 110 provinces → 8,000
+Data: :func:`hierdp.datasets.flows.italy_like_od` — 20 regions → 110 provinces → 8,000
 municipalities (64 million potential O/D pairs), 500,000 non-zero pairs, 28 million trips, flows
 concentrated near the origin (about a third of the trips stay in their municipality, most in their
 province), i.e. the scale of the paper's ISTAT commuting data at municipality level. The
@@ -48,14 +48,15 @@ import time
 import tracemalloc
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from experiments.common import RESULTS, format_table, peak_rss_mb
 from experiments.paper000_inftda.grid import build_mechanism
-from hierdp.hierarchy.synthetic import italy_like_od
+from hierdp.datasets.flows import italy_like_od
 
 
 # ---------------------------------------------------------------------------- per-node baseline
@@ -85,7 +86,7 @@ def intopt_single(x: np.ndarray, c: int) -> np.ndarray:
                 break
             r = (sz - c + sx) // len(active)
             t += max(1, r)
-    return np.array([xi + zi for xi, zi in zip(x, z)], dtype=np.int64)
+    return np.array([xi + zi for xi, zi in zip(x, z, strict=False)], dtype=np.int64)
 
 
 def intopt_via_registry(x: np.ndarray, c: int) -> np.ndarray:
@@ -143,7 +144,7 @@ def inftda_per_node(tree: Any, sigma2: list[float], rng: np.random.Generator,
         vals = np.concatenate(nxt_vals) if nxt_vals else np.zeros(0, np.int64)
         # next level visits nodes in generation order (parent order, then child order), as the
         # vectorized engine does, so a replayed noise stream maps to the same nodes
-        nodes = list(zip(keys.tolist(), vals.tolist()))
+        nodes = list(zip(keys.tolist(), vals.tolist(), strict=False))
         order = np.argsort(keys, kind="stable")
         out.append((keys[order], vals[order]))
         seconds.append(time.perf_counter() - t0)
@@ -191,9 +192,9 @@ def release_levels(release: Any) -> list[tuple[np.ndarray, np.ndarray]]:
 def level_sigma2(release: Any, tree: Any) -> list[float]:
     """Per-level discrete-Gaussian variances used by a release (from its accounting)."""
     s2 = [float("nan")] * tree.n_levels
-    for item in release.accounting["per_level"]:
-        if "sigma2" in item:
-            s2[int(item["level"])] = float(item["sigma2"])
+    for spend in release.accounting.spends:  # "level L (name)", one per measured level
+        if "sigma2" in spend.details:
+            s2[int(spend.label.split()[1])] = float(spend.details["sigma2"])
     if any(math.isnan(v) for v in s2[1:]):
         raise ValueError("the release's accounting lacks a per-level sigma2")
     return s2
@@ -298,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {}
     for variant in args.loop_solvers:
         label = f"per-node loop ({variant})"
-        loop_levels, loop_secs, finished = inftda_per_node(
+        _loop_levels, loop_secs, finished = inftda_per_node(
             tree, s2, rng, time_limit=args.loop_time_limit, solve_node=LOOP_SOLVERS[variant])
         totals[label] = sum(loop_secs)
         timings[label] = loop_secs
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         t_replay = time.perf_counter() - t0
         same = cursor[0] == flat.size and all(
             np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
-            for a, b in zip(replay_levels, release_levels(again)))
+            for a, b in zip(replay_levels, release_levels(again), strict=False))
         print(f"Replayed noise ({flat.size:,} draws): per-node loop release == vectorized "
               f"release: {same} (replayed loop took {t_replay:.1f}s)")
 

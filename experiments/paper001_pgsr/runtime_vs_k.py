@@ -6,7 +6,7 @@ sizes have a median near 1,300, so removal would leave almost nothing at small K
 regenerates the 13,282 sizes with a lognormal of median K/7.4 capped at K (same regions, same
 seed), so every K has the same number of groups. One noisy measurement per K at ε = 1. Post-processing methods: the exact
 M_H through HiGHS (PWL-epigraph MIP) and CP-SAT, the exact M_HC through HiGHS, the relaxation
-(HiGHS QP, the OP baseline), M_DP (cost-table DP), the approximate cumulative DP and the chain DP.
+(HiGHS QP, the OP baseline), M_DP (cost-table dynamic program), the approximate cumulative DP and the chain dynamic program.
 A method that fails or exceeds ``--timeout`` at some K is not run at larger K (marked ``timeout``
 or with its refusal).
 
@@ -25,7 +25,7 @@ import pandas as pd
 from experiments.common import RESULTS, format_table
 from hierdp.datasets.group_sizes import taxi_like
 from hierdp.hierarchy.count_of_counts import CountOfCounts
-from hierdp.mechanisms.pgsr import MDP, MH, MHC, ChainDP, CumulativeDP
+from hierdp.mechanisms.pgsr import MDynProg, MH, MHC, ChainDynProg, CumulativeDynProg
 from hierdp.mechanisms.pgsr.transforms import cumulative
 from hierdp.privacy import samplers
 from hierdp.privacy.budget import Budget
@@ -36,9 +36,9 @@ METHODS = {
     "M_H exact (CP-SAT)": (lambda t: MH(epsilon=1, solver="ortools", time_limit=t), False),
     "M_HC exact (HiGHS MIP)": (lambda t: MHC(epsilon=1, solver="highs", time_limit=t), True),
     "M~_H relaxation (HiGHS QP)": (lambda t: MH(epsilon=1, relaxed=True, time_limit=t), False),
-    "M_DP (costtable)": (lambda t: MDP(epsilon=1, time_limit=t), False),
-    "approx DP cumulative": (lambda t: CumulativeDP(epsilon=1, time_limit=t), True),
-    "chain DP": (lambda t: ChainDP(epsilon=1), True),
+    "M_DP (costtable)": (lambda t: MDynProg(epsilon=1, time_limit=t), False),
+    "approx DP cumulative": (lambda t: CumulativeDynProg(epsilon=1, time_limit=t), True),
+    "chain dynamic program": (lambda t: ChainDynProg(epsilon=1), True),
 }
 
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
         scale_c = laplace_scale(Budget.pure(1.0).split_uniform(3)[0], 1)
         noisy_h = data.by_size + samplers.discrete_laplace(scale_h, data.by_size.shape, rng)
         noisy_c = cumulative(data.by_size) + samplers.discrete_laplace(scale_c, data.by_size.shape, rng)
-        print(f"K = {K}: {data.G:,} groups, {1 + K * data.n_regions:,} DP nodes", flush=True)
+        print(f"K = {K}: {data.G:,} groups, {1 + K * data.n_regions:,} nodes", flush=True)
         for name, (make, cum) in METHODS.items():
             if name in dead:
                 rows.append({"K": K, "method": name, "seconds": np.nan, "status": f"skipped ({dead[name]} at smaller K)"})

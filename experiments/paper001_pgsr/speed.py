@@ -1,9 +1,9 @@
 """Paper 001 speed claims, in one run: census-like M_DP in under a minute, and M_DP against the
 exact MIP and the relaxed QP on the same instances.
 
-1. The census-like hierarchy (1 → 52 → 3,144, K = 1,000, 3.2 M DP nodes): one noisy measurement
+1. The census-like hierarchy (1 → 52 → 3,144, K = 1,000, 3.2 M nodes): one noisy measurement
    at ε = 1 (ε/3 per level, sensitivity 2), then every post-processing on that same vector:
-   M_DP (cost-table DP), the approximate cumulative DP and the chain DP (on their own
+   M_DP (cost-table dynamic program), the approximate cumulative DP and the chain dynamic program (on their own
    measurements), the relaxation by PDLP (the OP baseline's QP), and the exact HiGHS MIP
    (refused or stopped at ``--mip-limit``).
 2. Census-shaped instances small enough for the exact MIP (1 → 6 → 30 regions, K ∈ {5, 10, 20},
@@ -22,7 +22,7 @@ import numpy as np
 
 from experiments.common import peak_rss_mb
 from hierdp.datasets.group_sizes import census_like
-from hierdp.mechanisms.pgsr import MDP, MH, ChainDP, CumulativeDP
+from hierdp.mechanisms.pgsr import MDynProg, MH, ChainDynProg, CumulativeDynProg
 from hierdp.mechanisms.pgsr.transforms import cumulative
 from hierdp.privacy import samplers
 from hierdp.privacy.budget import Budget
@@ -51,20 +51,20 @@ def main(argv: list[str] | None = None) -> None:
     if not args.skip_census:
         print("1. census-like: nation -> 52 states -> 3,144 counties, K = 1,000, eps = 1")
         (data, t_gen) = _timed(census_like, 0)
-        print(f"   {data}; DP nodes {1 + data.K * data.n_regions:,}; generated in {t_gen:.1f} s")
+        print(f"   {data}; nodes {1 + data.K * data.n_regions:,}; generated in {t_gen:.1f} s")
         noisy, scales = _noisy(data, 1.0, 2, 1)
-        (vals, info), t_mdp = _timed(MDP(epsilon=1.0).post_process, data, noisy, scales)
+        (vals, info), t_mdp = _timed(MDynProg(epsilon=1.0).post_process, data, noisy, scales)
         ok = (np.abs(vals.sum(axis=0)[:1] - data.G) == 0).all()
         print(f"   M_DP (costtable): {t_mdp:.2f} s post-processing, objective {info['objective']:.6g}, "
               f"faithful root {ok}; full release (measurement included): ", end="", flush=True)
-        (_, t_rel) = _timed(MDP(epsilon=1.0).release, data)
+        (_, t_rel) = _timed(MDynProg(epsilon=1.0).release, data)
         print(f"{t_rel:.2f} s  [{'under' if t_rel < 60 else 'OVER'} 60 s]")
         ncum, cscales = _noisy(data, 1.0, 1, 2, cum=True)
-        (_, t_cum) = _timed(CumulativeDP(epsilon=1.0).post_process, data, ncum, cscales)
-        (_, t_chain) = _timed(ChainDP(epsilon=1.0).post_process, data, ncum, cscales)
-        print(f"   approx cumulative DP: {t_cum:.2f} s; chain DP: {t_chain:.2f} s (post-processing)")
+        (_, t_cum) = _timed(CumulativeDynProg(epsilon=1.0).post_process, data, ncum, cscales)
+        (_, t_chain) = _timed(ChainDynProg(epsilon=1.0).post_process, data, ncum, cscales)
+        print(f"   approx cumulative DP: {t_cum:.2f} s; chain dynamic program: {t_chain:.2f} s (post-processing)")
         try:
-            (rv, rinfo), t_qp = _timed(MH(epsilon=1.0, relaxed=True, solver="pdlp", time_limit=args.mip_limit)
+            (_rv, rinfo), t_qp = _timed(MH(epsilon=1.0, relaxed=True, solver="pdlp", time_limit=args.mip_limit)
                                        .post_process, data, noisy, scales)
             print(f"   relaxed QP (PDLP, rel. tol. 1e-8): {t_qp:.1f} s, objective {rinfo['objective']:.6g} "
                   f"(<= M_DP's {info['objective']:.6g}); M_DP is {t_qp / t_mdp:.1f}x faster")
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     for K in (5, 10, 20):
         data = census_like(K, K=K, households=20 * K, n_states=6, n_counties=30, outlier_rate=0.0, min_households=2)
         noisy, scales = _noisy(data, 1.0, 2, K)
-        (_, a), t_dp = _timed(MDP(epsilon=1.0).post_process, data, noisy, scales)
+        (_, a), t_dp = _timed(MDynProg(epsilon=1.0).post_process, data, noisy, scales)
         row = [f"   {K:>4} {1 + K * data.n_regions:>6} {data.G:>6} {t_dp:>8.3f}"]
         objs = [a["objective"]]
         for solver in ("highs", "ortools"):

@@ -6,11 +6,11 @@ K = 1,000, about 117.6 M households and 310 M people, decision A9) and the taxi-
 Budget: ε ∈ {0.1, 0.5, 1.0}, ε/3 per region level, geometric noise (pure ε-DP).
 
 Rows (``common.LINEUP``): the OP baselines M̃_H and M̃_HC (relaxation by OR-Tools PDLP, rounded
-half up per cell / per cumulative entry), M_DP (cost-table DP), the approximate DP cumulative
-mechanism, the chain DP in three correct calibrations (per-region cumulatives mapped to the chain
+half up per cell / per cumulative entry), M_DP (cost-table dynamic program), the approximate DP cumulative
+mechanism, the chain dynamic program in three correct calibrations (per-region cumulatives mapped to the chain
 with Model 3's unweighted objective; the same with inverse-variance weights; the level-wide vector
-measured with its true sensitivity m_l), the chain DP calibrated with sensitivity 1 (**not DP**,
-shown only to explain the paper's chain rows), and TopDown on the DP hierarchy at equal privacy.
+measured with its true sensitivity m_l), the chain dynamic program calibrated with sensitivity 1 (**not DP**,
+shown only to explain the paper's chain rows), and TopDown on the dynamic-programming hierarchy at equal privacy.
 
 Outputs (``results/``): ``pgsr_table7_runs.csv`` (one row per dataset × ε × mechanism × seed ×
 level), ``pgsr_table7_summary.csv`` (means), ``pgsr_table7_vs_paper.csv``, ``pgsr_fig8_runtimes.png``,
@@ -124,7 +124,7 @@ def _figures(summary: pd.DataFrame, out, tag: str = "") -> None:
 
     datasets = list(summary.dataset.unique())
     fig, axes = plt.subplots(1, len(datasets), figsize=(7 * len(datasets), 4.5), squeeze=False)
-    for ax, ds in zip(axes[0], datasets):
+    for ax, ds in zip(axes[0], datasets, strict=False):
         part = summary[(summary.dataset == ds) & (summary.level == 0)]
         wide = part.pivot_table(index="mechanism", columns="epsilon", values="seconds", sort=False)
         wide.plot.bar(ax=ax, logy=True)
@@ -153,9 +153,9 @@ def _figures(summary: pd.DataFrame, out, tag: str = "") -> None:
 
 
 #: the rows of the calibration figure (DP mechanisms and the chain's calibrations), in drawing order
-CHAIN_FIGURE_ROWS = ["M_DP", "approx DP cumulative", "TopDown", "chain DP (per-region, Model 3)",
-                     "chain DP (per-region, inv-var)", "chain DP (level vector, m_l)",
-                     "chain DP, sensitivity 1 [NOT DP]"]
+CHAIN_FIGURE_ROWS = ["M_DP", "approx DP cumulative", "TopDown", "chain dynamic program (per-region, Model 3)",
+                     "chain dynamic program (per-region, inv-var)", "chain dynamic program (level vector, m_l)",
+                     "chain dynamic program, sensitivity 1 [NOT DP]"]
 
 
 def chain_figure(summary: pd.DataFrame, path) -> None:

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     # consistency of one quadtree: the closed form against the HiGHS QP (same Problem)
     solv = []
     for height in ((3, 4) if args.quick else (4, 5, 10)):
-        parent, rects, depth = build_tree(grid.shape, height, quad_split)
+        parent, rects, _depth = build_tree(grid.shape, height, quad_split)
         counts = grid.rect_count(*rects.T).astype(np.float64)
         noisy = counts + np.random.default_rng(0).laplace(0, 10, counts.size)
         problem = tree_problem(parent, noisy, np.full(counts.size, 200.0))

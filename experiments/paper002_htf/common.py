@@ -31,7 +31,7 @@ from hierdp.datasets import points
 from hierdp.mechanisms import create
 from hierdp.metrics.spatial import mean_relative_error, random_rectangles, random_squares
 
-__all__ = ["load", "workloads", "evaluate", "summarize", "line_panels", "bar_panels", "OUT", "SQUARES"]
+__all__ = ["OUT", "SQUARES", "bar_panels", "evaluate", "line_panels", "load", "summarize", "workloads"]
 
 #: where this paper's outputs go (git-ignored)
 OUT = "paper002_htf"
@@ -125,7 +125,7 @@ def line_panels(summary: pd.DataFrame, panels: Sequence[tuple[str, dict[str, Any
     plt = _plt()
     fig, axes = plt.subplots(1 if len(panels) <= 3 else 2, min(3, len(panels)),
                              figsize=(4.3 * min(3, len(panels)), 3.3 * (1 if len(panels) <= 3 else 2)), squeeze=False)
-    for ax, (ptitle, filt) in zip(axes.ravel(), panels):
+    for ax, (ptitle, filt) in zip(axes.ravel(), panels, strict=False):
         cell = summary
         for k, v in filt.items():
             cell = cell[cell[k] == v]

@@ -85,9 +85,9 @@ def _report(fig: int, runs: pd.DataFrame, args) -> None:
     flat = [lab for lab in summary["label"].unique() if lab.startswith("HTF")]
     if fig in (3, 5):
         panels = [(f"({c}) ε={e:g}, random queries", {"epsilon": e, "workload": "random"})
-                  for c, e in zip("abc", args.epsilons)]
+                  for c, e in zip("abc", args.epsilons, strict=False)]
         panels += [(f"({c}) squares {w[6:]}%, ε={eps0:g}", {"epsilon": eps0, "workload": w})
-                   for c, w in zip("def", ("square2", "square6", "square10"))]
+                   for c, w in zip("def", ("square2", "square6", "square10"), strict=False)]
         what = "kd-tree height" if fig == 3 else "height (QuadTree k drawn at 2k)"
         line_panels(summary, panels, "x", out / f"{stem}.png", what, flat=flat,
                     title=f"Fig. {fig} on {args.dataset}")
@@ -97,9 +97,9 @@ def _report(fig: int, runs: pd.DataFrame, args) -> None:
         s = summary.copy()
         s["x"] = s["epsilon"]
         panels = [(f"({c}) HTF stop count {k}, random queries", {"workload": "random", "keep": k})
-                  for c, k in zip("abc", (10, 50, 100))]
+                  for c, k in zip("abc", (10, 50, 100), strict=False)]
         panels += [(f"({c}) squares {w[6:]}%, HTF stop 50", {"workload": w, "keep": 50})
-                   for c, w in zip("def", ("square2", "square6", "square10"))]
+                   for c, w in zip("def", ("square2", "square6", "square10"), strict=False)]
         frames = []
         for _, filt in panels:
             keep = filt["keep"]

@@ -60,7 +60,7 @@ import pandas as pd
 import hierdp
 from experiments.common import RESULTS
 from hierdp.hierarchy import Hierarchy
-from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTabRelease, consistent_totals, safetab
+from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTab, SafeTabRelease, consistent_totals
 from hierdp.privacy.moe import (
     discrete_gaussian_coverage,
     discrete_gaussian_rho_for_moe,
@@ -141,9 +141,8 @@ def build_levels(df: pd.DataFrame, tree: Hierarchy, noise: str) -> list[Populati
 def run(df: pd.DataFrame, levels: list[PopulationGroupLevel], noise: str, rng: np.random.Generator,
         repetitions: int | None = None) -> SafeTabRelease:
     """One SafeTab call (all groups TotalOnly, no age column)."""
-    return safetab(df, levels, noise=noise, sex="gender", age=None,
-                   sex_values=["female", "male"], rng=rng, delta=DELTA,
-                   repetitions=repetitions, include_true=True)
+    return SafeTab(levels, noise=noise, sex="gender", age=None, sex_values=["female", "male"], delta=DELTA,
+                   repetitions=repetitions, include_true=True).release(df, rng=rng)
 
 
 def coverage_study(df: pd.DataFrame, tree: Hierarchy, runs: int, chunk: int,
@@ -218,7 +217,7 @@ def postprocess(tree: Hierarchy, frame: pd.DataFrame, noise: str, iteration: str
     # 1 / (2 rho)) - still exact integer L2 for the cost-table solver
     b = per["param"].to_numpy()
     var = 2 * np.exp(-b) / (1 - np.exp(-b)) ** 2 if noise == "geometric" else 0.5 / b
-    problem = tree.to_problem(per["noisy"], fix_root=False, weights=1.0 / var)
+    problem = hierdp.Problem.from_hierarchy(tree, per["noisy"], fix_root=False, weights=1.0 / var)
     per["weighted"] = np.asarray(hierdp.solve(problem, solver="costtable").values)
     per["depth"] = tree.level
     for col in ("root_free", "root_fixed", "weighted"):  # children sum to parents, integral, >= 0
@@ -289,11 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  mean L1 error over {len(l1)} runs ({time.perf_counter() - t0:.1f} s, "
           f"{3 * len(l1)} solves): " + ", ".join(
               f"{m} {v:.0f} (±{e:.0f})" for m, v, e in
-              zip(methods, l1.mean(0), l1.std(0, ddof=1) / np.sqrt(len(l1)))))
+              zip(methods, l1.mean(0), l1.std(0, ddof=1) / np.sqrt(len(l1)), strict=False)))
     gain = l1[:, :1] - l1[:, 1:]  # paired: same noisy run, before minus after
     print("  paired L1 reduction vs noisy: " + ", ".join(
         f"{m} {v:.0f} ± {e:.0f} ({100 * v / l1[:, 0].mean():.1f} %)" for m, v, e in
-        zip(methods[1:], gain.mean(0), gain.std(0, ddof=1) / np.sqrt(len(l1)))))
+        zip(methods[1:], gain.mean(0), gain.std(0, ddof=1) / np.sqrt(len(l1)), strict=False)))
     print(f"\nwrote {RESULTS / 'safetab_military_coverage.csv'}, safetab_military_postprocess.csv"
           f"; total {time.perf_counter() - t_start:.0f} s")
     return 0

@@ -51,7 +51,7 @@ import pandas as pd
 
 from experiments.common import RESULTS
 from hierdp.hierarchy import Hierarchy
-from hierdp.mechanisms.safetab import PopulationGroupLevel, level_budgets_for_moe, safetab
+from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTab, level_budgets_for_moe
 from hierdp.mechanisms.safetab.groups import (
     consistent_totals,
     geography_entities,
@@ -132,9 +132,8 @@ def coverage_study(df: pd.DataFrame, geo: Hierarchy, runs: int, chunk: int,
         done = 0
         while done < runs:
             reps = min(chunk, runs - done)
-            rel = safetab(df, levels, noise=noise, gamma=GAMMA, thresholds=THRESHOLDS, rng=rng,
-                          delta=DELTA, repetitions=reps, include_true=True,
-                          sex_values=["Female", "Male"])
+            rel = SafeTab(levels, noise=noise, gamma=GAMMA, thresholds=THRESHOLDS, delta=DELTA, repetitions=reps,
+                          include_true=True, sex_values=["Female", "Male"]).release(df, rng=rng)
             f = rel.frame
             covered = (np.abs(f["noisy_count"] - f["true_count"]) <= f["moe"])
             part = pd.DataFrame({"level": f["level"], "tabulation": f["tabulation"],
@@ -159,8 +158,8 @@ def coverage_study(df: pd.DataFrame, geo: Hierarchy, runs: int, chunk: int,
 def postprocess_example(df: pd.DataFrame, geo: Hierarchy, seed: int) -> pd.DataFrame:
     """One geometric run; 'White alone' totals (sum of released cells) made consistent."""
     levels = build_levels(df, geo, "geometric")
-    rel = safetab(df, levels, noise="geometric", gamma=GAMMA, thresholds=THRESHOLDS, seed=seed,
-                  delta=DELTA, include_true=True, sex_values=["Female", "Male"])
+    rel = SafeTab(levels, noise="geometric", gamma=GAMMA, thresholds=THRESHOLDS, delta=DELTA, include_true=True,
+                  sex_values=["Female", "Male"]).release(df, seed=seed)
     f = rel.frame
     f = f[f["level"].astype(str).str.endswith("Detailed)")
           & f["group"].astype(str).str.endswith("|White alone")]
@@ -179,8 +178,8 @@ def plot(cov: pd.DataFrame, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     cov = cov[cov["cells"] >= 100]  # a handful of counts is sampling noise, not coverage
-    for ax, (noise, sub) in zip(axes, cov.groupby("noise", sort=False)):
-        labels = [f"{lv}\n{tab}" for lv, tab in zip(sub["level"], sub["tabulation"])]
+    for ax, (noise, sub) in zip(axes, cov.groupby("noise", sort=False), strict=False):
+        labels = [f"{lv}\n{tab}" for lv, tab in zip(sub["level"], sub["tabulation"], strict=False)]
         x = np.arange(len(sub))
         ax.errorbar(x, 100 * sub["coverage"], yerr=200 * sub["se"], fmt="o", label="empirical ±2 SE")
         ax.scatter(x, 100 * sub["exact_coverage"], marker="_", s=300, color="k",

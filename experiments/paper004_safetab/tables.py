@@ -52,13 +52,13 @@ import numpy as np
 import pandas as pd
 
 from experiments.common import RESULTS
-from hierdp.mechanisms.safetab.accounting import (
+from hierdp.mechanisms.safetab.guarantee import (
     PAPER_ALPHAS,
     level_budgets_for_moe,
     rdp_curve_geometric_levels,
     safetab_accounting,
 )
-from hierdp.privacy.accounting import rdp_epsilon_term, zcdp_to_approx_dp
+from hierdp.privacy.conversions import rdp_epsilon_term, zcdp_to_approx_dp
 from hierdp.privacy.rdp_geometric import laplace_rdp
 
 
@@ -84,11 +84,11 @@ def table4() -> pd.DataFrame:
     geo_total = level_budgets_for_moe(MOE, S, noise="geometric", gamma=GAMMA, method="paper")
     dg_total = level_budgets_for_moe(MOE, S, noise="discrete_gaussian", gamma=GAMMA, method="paper")
     rows = []
-    for name, moe, gt, dt in zip(LEVELS, MOE, geo_total, dg_total):
+    for name, moe, gt, dt in zip(LEVELS, MOE, geo_total, dg_total, strict=False):
         pub = PUBLISHED_T4[moe]
         computed = ((1 - GAMMA) * gt, gt, (1 - GAMMA) * dt, dt)
         for col, value, published in zip(("geo_step2", "geo_total", "zcdp_step2", "zcdp_total"),
-                                         computed, pub):
+                                         computed, pub, strict=False):
             d = _decimals(published)
             rounded = round(value, d)
             rows.append({"level": name, "moe": moe, "column": col, "computed": value,

@@ -46,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     from hierdp.cli.info import cmd_demo, cmd_mechanisms, cmd_solvers
     from hierdp.cli.release import add_release_parser
 
+    from hierdp._version import __version__
+
     parser = _Parser(prog="hierdp", description="Differentially private hierarchical counts.")
+    parser.add_argument("--version", action="version", version=f"hierdp {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     p = sub.add_parser("solvers", help="list installed solver plug-ins and what each supports")
     p.add_argument("--limits", action="store_true", help="each plug-in's limits (magnitudes, sizes, time limits, "

@@ -1,19 +1,28 @@
 """``hierdp compare``: several mechanisms and/or solvers on one input and budget, over seeds.
 
 Runs every configuration (``--mechanisms`` × ``--solvers`` where a mechanism has a solver
-step) once per seed on the same tree and budget, and writes
+step, as the mechanism registry says) once per seed on the same input and budget, and writes
 
 * a tidy CSV (``-o``, default ``compare.csv``): one row per configuration, seed and level, with
-  the released and true non-zero nodes, max / mean absolute error, false discovery and false
-  negative rates, seconds, and a ``status`` (``ok``, ``time limit``, ``unsupported``,
+  the metrics that fit the input, and a ``status`` (``ok``, ``time limit``, ``unsupported``,
   ``failed``) for configurations that could not run;
-* a figure (``--plot``, default the CSV's name with ``.png``): error per level with bands over
-  the seeds, rates per level, and seconds per release.
+* a figure (``--plot``, default the CSV's name with ``.png``): the metrics per level with bands
+  over the seeds, and seconds per release.
 
-Without an input it compares on the bundled GeoNames world cities (34,006 cities, a declared
-public domain). An input file takes the layout options of ``hierdp release`` (and, likewise,
-``--geo`` or ``--observed-domain-public``). Randomness is seeded (an experiment: reproducible,
-not for publication).
+Inputs (the layouts of ``hierdp release``, with the same flags and the same public-domain rules):
+
+* none: the bundled GeoNames world cities (34,006 cities, a declared public domain);
+* a tree (``--levels``, trips, the level layout): max / mean absolute error, false discovery and
+  false negative rates per level;
+* group sizes (``--unit``, paper 001): L1 error and #CV (cells that differ from the sum of their
+  children) per region level;
+* points (``--x/--y`` or ``--lon/--lat`` with ``--box`` and ``--grid``, paper 002): mean relative
+  error on range workloads (random rectangles; squares of 2, 6 and 10 % of the grid;
+  ``--queries`` each).
+
+``--mechanisms`` defaults to the mechanisms the registry tags for the input's default comparison
+(``hierdp mechanisms`` lists them all). Randomness is seeded (an experiment: reproducible, not for
+publication).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.common import add_privacy_arguments, positive_float, positive_int, split_columns
 from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible, show_progress
 from hierdp.cli.io import (
     CliError,
@@ -33,17 +43,7 @@ from hierdp.cli.io import (
     write_figure_atomic,
     write_table_atomic,
 )
-from hierdp.cli.release import (
-    _positive_float,
-    _split,
-    add_layout_arguments,
-    add_privacy_arguments,
-    build_tree,
-    check_domain_arguments,
-    domain_text,
-    input_files,
-    layout_of,
-)
+from hierdp.cli.layouts import Layout, check_mechanism_fits, decide_layout
 
 __all__ = ["add_compare_parser", "run_compare"]
 
@@ -68,7 +68,9 @@ def _seeds(text: str) -> list[int]:
 
 def add_compare_parser(subparsers: Any) -> None:
     """Add the ``compare`` sub-command to an ``argparse`` sub-parser collection."""
-    from hierdp.comparison import DEFAULT_MECHANISMS
+    from hierdp.cli.group_sizes import add_group_size_arguments
+    from hierdp.cli.points import add_point_arguments
+    from hierdp.cli.trees import add_layout_arguments
 
     p = subparsers.add_parser("compare", help="compare mechanisms and solvers on one input over several seeds "
                                               "(CSV + figure)",
@@ -80,34 +82,108 @@ def add_compare_parser(subparsers: Any) -> None:
     p.add_argument("--plot", default=None, help="figure: .png, .svg or .pdf (default: the output's name with .png)")
     p.add_argument("--no-plot", action="store_true", help="write the CSV only")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
-    p.add_argument("--mechanisms", default=",".join(DEFAULT_MECHANISMS),
-                   help=f"comma-separated registry names (default {','.join(DEFAULT_MECHANISMS)})")
+    p.add_argument("--mechanisms", default=None,
+                   help="comma-separated registry names whose input is the layout's (default: the mechanisms the "
+                        "registry tags for the input's default comparison)")
     p.add_argument("--solvers", default=None,
                    help="comma-separated solver names, each tried on every mechanism with a solver step "
                         "(default: each mechanism's own)")
     p.add_argument("--seeds", type=_seeds, default=list(range(5)), help="number of runs (default 5) or seeds 0,1,2")
-    p.add_argument("--time-limit", type=_positive_float, default=30.0, metavar="SECONDS",
-                   help="per-level limit of general solvers; a time-out is reported as a status (default 30)")
+    p.add_argument("--time-limit", type=positive_float, default=30.0, metavar="SECONDS",
+                   help="limit of a solver per solve, for the mechanisms with a solver step; a time-out is reported "
+                        "as a status (default 30)")
+    p.add_argument("--queries", type=positive_int, default=1000,
+                   help="point inputs: queries per range workload (default 1000)")
     add_privacy_arguments(p)
     add_layout_arguments(p)
+    add_group_size_arguments(p)
+    add_point_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_compare)
 
 
-def _check_names(mechanisms: list[str], solvers: list[str] | None) -> None:
-    from hierdp.cli.layouts import check_mechanism_fits
+def _check_names(mechanisms: list[str] | None, solvers: list[str] | None, layout: str) -> None:
     from hierdp.mechanisms import registry
     from hierdp.solvers import names as solver_names
 
-    if not mechanisms:
+    if mechanisms is not None and not mechanisms:
         raise CliError("--mechanisms is empty")
-    for m in mechanisms:
+    for m in mechanisms or []:
         if m not in registry.names():
             raise CliError(f"--mechanisms: unknown mechanism {m!r}; registered: {', '.join(registry.names())}")
-        check_mechanism_fits(m, "tree", flag="--mechanisms")  # compare runs trees only
+        check_mechanism_fits(m, layout, flag="--mechanisms")
     for s in solvers or []:
         if s not in solver_names():
             raise CliError(f"--solvers: unknown solver {s!r}; registered: {', '.join(solver_names())}")
+
+
+_NOT_HERE = (("--param", "param"), ("--region-totals-public", "region_totals_public"))
+
+
+def _check_input(args: argparse.Namespace, layout: Layout | None) -> tuple[list[Path], Any]:
+    """Refuse what the arguments alone get wrong; returns the files read and the input's
+    description (points: the spec :func:`hierdp.cli.points.read_grid` takes)."""
+    from hierdp.cli.group_sizes import check_group_size_arguments
+    from hierdp.cli.points import point_spec
+    from hierdp.cli.trees import check_domain_arguments, input_files
+
+    for flag, attr in _NOT_HERE:
+        if getattr(args, attr, None):
+            raise CliError(f"{flag} sets an option of one mechanism: it applies to hierdp release, not to compare")
+    if layout is None:
+        given = [a for a in ("geo", "geo_levels", "destination_geo", "origin", "destination", "levels",
+                             "origin_levels", "destination_levels", "count", "observed_domain_public", "box", "grid")
+                 if getattr(args, a, None)]
+        if given:
+            raise CliError("layout options (--levels, --geo, ...) describe an input file; give one, or none of them "
+                           "for the bundled world cities")
+        return [], None
+    check_input_file(args.input)
+    if layout.kind == "tree":
+        for f in input_files(args):
+            check_input_file(f, "input" if f == Path(args.input) else "--geo")
+        check_domain_arguments(args)
+        return input_files(args), None
+    if layout.kind == "groups":
+        check_group_size_arguments(args)
+        return [Path(args.input)] + ([Path(args.geo)] if args.geo else []), None
+    return [Path(args.input)], point_spec(args)
+
+
+def _read(args: argparse.Namespace, layout: Layout | None, spec: Any) -> Any:
+    """The input the arguments describe (default: the bundled world cities)."""
+    if layout is None:
+        from hierdp.datasets import world_cities_hierarchy
+
+        return world_cities_hierarchy()
+    if layout.kind == "groups":
+        from hierdp.cli.group_sizes import read_count_of_counts
+
+        return read_count_of_counts(args)
+    if layout.kind == "points":
+        from hierdp.cli.points import read_grid
+
+        return read_grid(args, spec)
+    from hierdp.cli.trees import build_tree
+
+    return build_tree(args, read_table(args.input, counts=[args.count] if args.count else []),
+                      layout.shape or "levels")
+
+
+def _domain_line(args: argparse.Namespace, layout: Layout | None, spec: Any) -> str:
+    if layout is None:
+        return "data: the bundled GeoNames world cities (domain declared: the public city list)"
+    if layout.kind == "groups":
+        from hierdp.cli.group_sizes import domain_text
+
+        return domain_text(args)
+    if layout.kind == "points":
+        from hierdp.cli.points import domain_text as point_domain
+
+        return point_domain(spec)
+    from hierdp.cli.trees import domain_text as tree_domain
+
+    return tree_domain(args)
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -116,27 +192,17 @@ def run_compare(args: argparse.Namespace) -> int:
     from hierdp.comparison import compare, summary
 
     console = Console("hierdp compare")
-    mechanisms = _split(args.mechanisms) or []
-    solvers = _split(args.solvers)
-    _check_names(mechanisms, solvers)
+    layout = decide_layout(args) if args.input is not None else None
+    mechanisms = split_columns(args.mechanisms) if args.mechanisms is not None else None
+    solvers = split_columns(args.solvers) or None
+    _check_names(mechanisms, solvers, layout.kind if layout is not None else "tree")
     if (args.epsilon is None) and (args.rho is None):
         args.epsilon = 1.0
     if args.epsilon is not None and args.rho is not None:
         raise CliError("give exactly one of --epsilon or --rho")
-    if args.rho is not None and "sh" in mechanisms:
-        raise CliError("sh is (epsilon, delta)-DP: with --rho leave it out of --mechanisms")
-    inputs: list[Path] = []
-    if args.input is not None:
-        check_input_file(args.input)
-        for f in input_files(args):
-            check_input_file(f, "input" if f == Path(args.input) else "--geo")
-        inputs = input_files(args)
-        layout_of(args)
-        check_domain_arguments(args)
-    elif any(getattr(args, a) for a in ("geo", "destination_geo", "origin", "destination", "levels", "origin_levels",
-                                        "destination_levels", "count", "observed_domain_public")):
-        raise CliError("layout options (--levels, --geo, ...) describe an input file; give one, or none of them "
-                       "for the bundled world cities")
+    if args.rho is not None and "sh" in (mechanisms or ["sh"]) and (layout is None or layout.kind == "tree"):
+        raise CliError("sh is (epsilon, delta)-DP: with --rho name --mechanisms without it")
+    inputs, spec = _check_input(args, layout)
     out = check_output_path(args.output, inputs, overwrite=args.overwrite)
     fig_path = None
     if not args.no_plot:
@@ -144,51 +210,48 @@ def run_compare(args: argparse.Namespace) -> int:
                                      overwrite=args.overwrite)
         if fig_path.resolve() == out.resolve():
             raise CliError("--plot and -o name the same file")
-    if fig_path is not None:
-        try:
-            import matplotlib
-        except ImportError:
-            raise CliError("the figure needs matplotlib (pip install 'hierdp[plot]'); or pass --no-plot") from None
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise CliError("the figure needs matplotlib (pip install 'hierdp[plot]'); or pass --no-plot")
     delta = args.delta if args.delta is not None else (1e-8 if args.epsilon is not None else None)
     seeds = args.seeds
     console.say(f"randomness: seeded (reproducible, not for publication), seeds {_seed_text(seeds)}")
-    if args.input is None:
-        console.say("data: the bundled GeoNames world cities (domain declared: the public city list)")
-    else:
-        console.say(domain_text(args))
+    console.say(_domain_line(args, layout, spec))
+    extra: dict[str, Any] = {}
+    if layout is None or layout.kind == "tree":
+        extra = {"bounded": not args.unbounded, "contributions": args.contributions,
+                 **({"distinct": True} if args.distinct_pairs else {}),
+                 **({"conversion": args.conversion} if args.conversion != "analytic" else {})}
+    elif layout.kind == "points":
+        extra = {"bounded": False, "contributions": args.contributions}
     written: list[Path] = []
     try:
-        def work() -> tuple[Any, Any, float]:
-            t0 = time.perf_counter()
-            if args.input is None:
-                from hierdp.datasets import world_cities_hierarchy
-
-                tree = world_cities_hierarchy()
-            else:
-                tree = build_tree(args, read_table(args.input, counts=[args.count] if args.count else []))
-            frame = compare(tree, mechanisms, solvers=solvers, epsilon=args.epsilon, delta=delta, rho=args.rho,
+        def work() -> tuple[Any, Any]:
+            data = _read(args, layout, spec)
+            frame = compare(data, mechanisms, solvers=solvers, epsilon=args.epsilon, delta=delta, rho=args.rho,
                             seeds=seeds, time_limit=args.time_limit, progress=show_progress(args),
-                            bounded=not args.unbounded, contributions=args.contributions,
-                            **({"distinct": True} if args.distinct_pairs else {}),
-                            **({"conversion": args.conversion} if args.conversion != "analytic" else {}))
-            return tree, frame, time.perf_counter() - t0
+                            queries=args.queries, **extra)
+            return data, frame
 
         t_start = time.perf_counter()
-        tree, frame, _ = run_interruptible(work)
+        data, frame = run_interruptible(work)
         write_table_atomic(frame, out)
         written.append(out)
-        if fig_path is not None:
+        drew = False
+        if fig_path is not None and (frame["status"] == "ok").any():
             from hierdp.plot import compare_figure
 
             label = "bundled world cities" if args.input is None else Path(args.input).name
             write_figure_atomic(compare_figure(frame, data_label=label), fig_path)
             written.append(fig_path)
+            drew = True
         secs = time.perf_counter() - t_start
     except KeyboardInterrupt:
         done = " and ".join(str(p) for p in written)
         console.error(f"interrupted after writing {done}" if written else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    console.say(f"input: {args.input or 'bundled world cities'} -> {tree!r}")
+    console.say(f"input: {args.input or 'bundled world cities'} -> {data!r}")
     table = summary(frame)
     if len(table):
         import pandas as pd
@@ -199,7 +262,9 @@ def run_compare(args: argparse.Namespace) -> int:
     failed = frame[frame["status"] != "ok"]
     for rec in failed.drop_duplicates(["mechanism", "solver"]).to_dict("records"):
         console.say(f"not run: {rec['mechanism']} with solver {rec['solver']}: {rec['status']} ({rec['message']})")
-    console.say(f"wrote {len(frame):,} rows to {out}" + (f" and the figure to {fig_path}" if fig_path else "")
+    if fig_path is not None and not drew:
+        console.say("no figure: no configuration ran")
+    console.say(f"wrote {len(frame):,} rows to {out}" + (f" and the figure to {fig_path}" if drew else "")
                 + f" in {secs:.1f} s")
     if console.pipe_closed:
         raise BrokenPipeError(f"stdout was closed early; the results were written to {out}")

@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import Any, TypeVar
 from collections.abc import Callable
+import contextlib
 
 __all__ = [
     "ABANDONED",
@@ -175,10 +176,8 @@ def exit_now_if_abandoned(code: int) -> None:
     """
     if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) or any(t.is_alive() for t in ABANDONED):
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(code)
 
 
@@ -195,4 +194,7 @@ def terminate_on_sigterm() -> Callable[[], None]:
         previous = signal.signal(signal.SIGTERM, handler)
     except (ValueError, OSError):
         return lambda: None
-    return lambda: signal.signal(signal.SIGTERM, previous)
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    return restore

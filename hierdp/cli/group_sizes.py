@@ -27,20 +27,23 @@ Everything that can be refused is refused before the input is read and before an
 from __future__ import annotations
 
 import argparse
-import secrets
 import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.console import finish_release, int_at_least, show_progress
+from hierdp.cli.common import (
+    check_randomness_flags,
+    positive_int,
+    randomness_text,
+    seed_for_run,
+    split_columns,
+)
+from hierdp.cli.console import finish_release, show_progress
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
-from hierdp.cli.layouts import GROUP_SIZE_MECHANISMS, check_layout_flags, check_mechanism_fits
+from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
 
-__all__ = ["GROUP_SIZE_MECHANISMS", "add_group_size_arguments", "run_group_sizes"]
-
-
-
-_positive_int = int_at_least(1, "positive")
+__all__ = ["add_group_size_arguments", "check_group_size_arguments", "domain_text", "read_count_of_counts",
+           "run_group_sizes"]
 
 
 def add_group_size_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,7 +52,7 @@ def add_group_size_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--unit", help="column of group (unit) ids: one row per group with --size, else one per person")
     g.add_argument("--size", help="column of group sizes (positive integers); without it, rows per unit")
     g.add_argument("--person", help="one row per person: column of person ids (a person in two units is refused)")
-    g.add_argument("--max-size", type=_positive_int, default=None, metavar="K",
+    g.add_argument("--max-size", type=positive_int, default=None, metavar="K",
                    help="the public largest size K (cells 1..K)")
     g.add_argument("--observed-max-size-public", action="store_true",
                    help="no --max-size: state that the observed largest size is public (the release says so)")
@@ -58,20 +61,13 @@ def add_group_size_arguments(p: argparse.ArgumentParser) -> None:
                    help="impose the public per-region group totals (general solvers only)")
 
 
-def _split(s: str | None) -> list[str]:
-    return [] if s is None else [c.strip() for c in s.split(",") if c.strip()]
-
-
-def _check_arguments(args: argparse.Namespace) -> str:
-    """Everything refusable from the arguments alone; returns the mechanism name."""
-    name = args.mechanism or "pgsr_mdp"
-    check_mechanism_fits(name, "groups")
-    check_layout_flags(args, "groups")  # tree, point and scale-out flags
+def check_group_size_arguments(args: argparse.Namespace) -> None:
+    """Everything about the group-size input and budget refusable from the arguments alone."""
     if not args.levels:
         raise CliError("the group-size layout needs --levels (the region columns, coarse to fine)")
     if args.size and args.person:
         raise CliError("give --size (one row per group) or --person (one row per person), not both")
-    cols = [args.unit, *(_split(args.levels))] + [c for c in (args.size, args.person) if c]
+    cols = [args.unit, *split_columns(args.levels)] + [c for c in (args.size, args.person) if c]
     dup = sorted({c for c in cols if cols.count(c) > 1})
     if dup:
         raise CliError(f"column {dup[0]!r} is given for two roles (--unit, --levels, --size, --person must differ)")
@@ -94,7 +90,38 @@ def _check_arguments(args: argparse.Namespace) -> str:
     if not args.geo and not args.observed_domain_public:
         raise CliError("refusing to release: the set of regions would be read from the private rows; give the public "
                        "regions with --geo FILE, or pass --observed-domain-public to state that they are public")
-    return name
+
+
+def domain_text(args: argparse.Namespace) -> str:
+    """The line every group-size run prints about its regions."""
+    return (f"domain: regions declared by --geo {args.geo}" if args.geo else
+            "domain: regions read from the input rows and assumed public (--observed-domain-public)")
+
+
+def read_count_of_counts(args: argparse.Namespace) -> Any:
+    """Read the input (and ``--geo``) and build the :class:`CountOfCounts` the arguments describe."""
+    from hierdp.hierarchy.count_of_counts import CountOfCounts
+
+    levels = split_columns(args.levels)
+    df = read_table(args.input, counts=[args.size] if args.size else [])
+    missing = [c for c in [args.unit, *levels] + [c for c in (args.size, args.person) if c] if c not in df.columns]
+    if missing:
+        raise CliError(f"input {Path(args.input).name}: unknown column {missing[0]!r}; columns are "
+                       f"{list(df.columns)}")
+    domain = None
+    if args.geo:
+        geo = read_table(args.geo, what="--geo")
+        lack = [c for c in levels if c not in geo.columns]
+        if lack:
+            raise CliError(f"--geo {Path(args.geo).name}: no level column {lack[0]!r}; it needs the "
+                           f"--levels columns {levels} (it has {list(geo.columns)})")
+        domain = geo[levels]
+    common = dict(unit=args.unit, levels=levels, K=args.max_size, domain=domain,
+                  observed_domain_public=bool(args.observed_domain_public and domain is None),
+                  observed_k_public=bool(args.observed_max_size_public), top_code=bool(args.top_code))
+    if args.size:
+        return CountOfCounts.from_units(df, size=args.size, **common)
+    return CountOfCounts.from_persons(df, person=args.person, **common)
 
 
 def _mechanism(args: argparse.Namespace, name: str) -> Any:
@@ -116,53 +143,30 @@ def _mechanism(args: argparse.Namespace, name: str) -> Any:
         raise CliError(f"--mechanism {name}: {exc}") from None
 
 
-def run_group_sizes(args: argparse.Namespace) -> int:
-    """``hierdp release --unit ...``: checks, read, build, release, write (exit code 0)."""
+def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
+    """``hierdp release --unit ...``: checks, read, build, release, write (exit code 0); ``layout``
+    is the group-size layout :func:`hierdp.cli.layouts.decide_layout` found (its flags checked)."""
     from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible
-    from hierdp.cli.release import randomness_text
-    from hierdp.hierarchy.count_of_counts import CountOfCounts
 
     console = Console("hierdp release")
     files = [Path(args.input)] + ([Path(args.geo)] if args.geo else [])
     for f in files:
         check_input_file(f, "input" if f == Path(args.input) else "--geo")
     out = check_output_path(args.output, files, overwrite=args.overwrite)
-    name = _check_arguments(args)
-    if args.secure and args.seed is not None:
-        raise CliError("--seed and --secure exclude each other: a seeded release is reproducible, hence not "
-                       "for publication; drop --seed for a real release")
+    name = args.mechanism or default_mechanism("groups")
+    check_mechanism_fits(name, "groups")
+    check_solver_flags(args, name)
+    check_group_size_arguments(args)
+    check_randomness_flags(args)
     mech = _mechanism(args, name)
-    drawn = not args.secure and args.seed is None
-    seed = None if args.secure else (secrets.randbelow(2**32) if drawn else args.seed)
+    seed, drawn = seed_for_run(args)
     console.say(randomness_text(args.secure, seed, drawn))
-    console.say(f"domain: regions declared by --geo {args.geo}" if args.geo else
-                "domain: regions read from the input rows and assumed public (--observed-domain-public)")
-    levels = _split(args.levels)
+    console.say(domain_text(args))
     written = False
     try:
         def work() -> tuple[Any, float, Any]:
             t0 = time.perf_counter()
-            df = read_table(args.input, counts=[args.size] if args.size else [])
-            missing = [c for c in [args.unit, *levels] + [c for c in (args.size, args.person) if c]
-                       if c not in df.columns]
-            if missing:
-                raise CliError(f"input {Path(args.input).name}: unknown column {missing[0]!r}; columns are "
-                               f"{list(df.columns)}")
-            domain = None
-            if args.geo:
-                geo = read_table(args.geo, what="--geo")
-                lack = [c for c in levels if c not in geo.columns]
-                if lack:
-                    raise CliError(f"--geo {Path(args.geo).name}: no level column {lack[0]!r}; it needs the "
-                                   f"--levels columns {levels} (it has {list(geo.columns)})")
-                domain = geo[levels]
-            common = dict(unit=args.unit, levels=levels, K=args.max_size, domain=domain,
-                          observed_domain_public=bool(args.observed_domain_public and domain is None),
-                          observed_k_public=bool(args.observed_max_size_public), top_code=bool(args.top_code))
-            if args.size:
-                data = CountOfCounts.from_units(df, size=args.size, **common)
-            else:
-                data = CountOfCounts.from_persons(df, person=args.person, **common)
+            data = read_count_of_counts(args)
             t_build = time.perf_counter() - t0
             return data, t_build, mech.release(data, seed=seed, progress=show_progress(args))
 

@@ -6,7 +6,7 @@ import argparse
 import time
 
 from hierdp.cli.console import Console, show_progress
-from hierdp.cli.release import randomness_text
+from hierdp.cli.common import randomness_text
 
 __all__ = ["cmd_demo", "cmd_solvers"]
 
@@ -39,17 +39,20 @@ def cmd_solvers(args: argparse.Namespace) -> int:
 
 
 def cmd_mechanisms(args: argparse.Namespace) -> int:
-    """List the registered mechanisms (the names ``--mechanism`` and ``hierdp.create`` accept)."""
+    """List the registered mechanisms (the names ``--mechanism`` and ``hierdp.create`` accept) with
+    the input each takes and the problems it hands to a solver, from the registry's metadata."""
     console = Console("hierdp mechanisms")
-    from hierdp.mechanisms.registry import describe
+    from hierdp.cli.layouts import input_label
+    from hierdp.mechanisms.registry import infos
 
-    from hierdp.cli.layouts import layout_label
-
-    rows = describe()
+    rows = infos()
     width = max(map(len, rows), default=9) + 2
-    console.say(f"{'mechanism':<{width}}{'input':<13}description")
-    for name, text in rows.items():
-        console.say(f"{name:<{width}}{layout_label(name):<13}{text}")
+    console.say(f"{'mechanism':<{width}}{'input':<13}{'solver':<12}description")
+    for name, meta in rows.items():
+        solver = ",".join(meta.solver_shapes) if meta.takes_solver else "-"
+        console.say(f"{name:<{width}}{input_label(name):<13}{solver:<12}{meta.description}")
+    console.say("\ninput: the layout of `hierdp release` that builds it (Python API: hierdp.mechanisms.create); "
+                "solver: the shapes of the problems it hands to --solver (-: it takes no solver)")
     if console.pipe_closed:
         raise BrokenPipeError("stdout was closed early")
     return 0
@@ -67,7 +70,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     tree = world_cities_hierarchy()
-    sizes = " -> ".join(f"{name} {size:,}" for name, size in zip(tree.level_names, np.diff(tree.level_ptr)))
+    sizes = " -> ".join(f"{name} {size:,}" for name, size in zip(tree.level_names, np.diff(tree.level_ptr), strict=False))
     console.say(f"hierdp demo: bundled GeoNames world cities, {tree.n:,} nodes ({sizes}), "
           f"{int(tree.counts[0]):,} people; built in {time.perf_counter() - t0:.2f} s")
     console.say(f"privacy: epsilon={args.epsilon}, delta={args.delta}, bounded DP (world total public); "

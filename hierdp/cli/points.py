@@ -38,21 +38,23 @@ import argparse
 import inspect
 import math
 import re
-import secrets
 import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.common import check_randomness_flags, randomness_text, seed_for_run
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
-from hierdp.cli.layouts import check_layout_flags, check_mechanism_fits
+from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
 
 __all__ = [
     "MAX_CELLS",
-    "MECHANISMS_WITH_CONSISTENCY",
     "add_point_arguments",
+    "domain_text",
     "parse_box",
     "parse_grid",
     "parse_params",
+    "point_spec",
+    "read_grid",
     "run_points",
 ]
 
@@ -60,14 +62,12 @@ __all__ = [
 #: several); larger grids through the Python API
 MAX_CELLS = 2**26
 
-#: point mechanisms with a consistency step (take --solver / --time-limit)
-MECHANISMS_WITH_CONSISTENCY = ("ag", "quadtree", "kdtree")
-
 #: mechanism parameters set by their own flags (refused in --param)
 _RESERVED = {"epsilon": "--epsilon", "delta": "--delta", "rho": "--rho", "budget": "--epsilon",
              "unit": "--contributions", "bounded": "--unbounded", "contributions": "--contributions",
              "distinct": "--distinct-pairs", "conversion": "--conversion", "secure": "--secure",
-             "solver": "--solver", "solver_options": "--time-limit", "consistency_solver": "--solver"}
+             "solver": "--solver", "solver_options": "--time-limit", "consistency_solver": "--solver",
+             "time_limit": "--time-limit"}
 
 
 def add_point_arguments(p: argparse.ArgumentParser) -> None:
@@ -109,7 +109,7 @@ def parse_box(values: list[str], names: tuple[str, str]) -> tuple[float, float, 
     if len(values) != 4:
         raise CliError(f"--box needs four numbers {' '.join(s.upper() for s in labels)}, got {len(values)}")
     out: list[float] = []
-    for label, text in zip(labels, values):
+    for label, text in zip(labels, values, strict=False):
         try:
             v = float(text)
         except ValueError:
@@ -180,11 +180,9 @@ def _columns(args: argparse.Namespace) -> tuple[str, str, tuple[str, str]]:
     return xcol, ycol, names
 
 
-def _check_arguments(args: argparse.Namespace) -> dict[str, Any]:
-    """Everything refusable from the arguments alone."""
-    name = args.mechanism or "htf"
-    check_layout_flags(args, "points")
-    check_mechanism_fits(name, "points")
+def point_spec(args: argparse.Namespace) -> dict[str, Any]:
+    """Everything about the point input and budget refusable from the arguments alone; returns the
+    input's description (``x``, ``y``, ``names``, ``shape``, ``box``) for :func:`read_grid`."""
     xcol, ycol, names = _columns(args)
     if args.grid is None:
         raise CliError("the point layout needs --grid ROWSxCOLS (the public grid, e.g. 1024x1024)")
@@ -207,17 +205,17 @@ def _check_arguments(args: argparse.Namespace) -> dict[str, Any]:
     if args.conversion != "analytic":
         raise CliError("--conversion applies to (epsilon, delta) -> rho conversions; the point mechanisms are pure "
                        "epsilon-DP")
-    if name not in MECHANISMS_WITH_CONSISTENCY:
-        for flag, value in (("--solver", args.solver), ("--time-limit", args.time_limit)):
-            if value is not None:
-                fitting = ", ".join(MECHANISMS_WITH_CONSISTENCY)
-                raise CliError(f"{flag} does not apply to --mechanism {name}, which has no solver step; drop it "
-                               f"(point mechanisms with a consistency solver: {fitting})")
-    if args.secure and args.seed is not None:
-        raise CliError("--seed and --secure exclude each other: a seeded release is reproducible, hence not "
-                       "for publication; drop --seed for a real release")
-    return {"name": name, "x": xcol, "y": ycol, "names": names, "shape": shape, "box": box,
-            "params": parse_params(args.param, name)}
+    return {"x": xcol, "y": ycol, "names": names, "shape": shape, "box": box}
+
+
+def domain_text(spec: dict[str, Any]) -> str:
+    """The line every point run prints about its box and grid."""
+    box = spec["box"]
+    if box is None:
+        return ("domain: box read from the points and assumed public (--observed-domain-public); the release "
+                "states this assumption")
+    return f"domain: box {' '.join(f'{v:g}' for v in box)} declared by --box; grid {spec['shape'][0]} x " \
+           f"{spec['shape'][1]}"
 
 
 def _mechanism(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
@@ -230,7 +228,7 @@ def _mechanism(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
     if args.solver is not None:
         params["solver"] = args.solver
     if args.time_limit is not None:
-        params["solver_options"] = {"time_limit": args.time_limit}
+        params["time_limit"] = args.time_limit
     try:
         return registry.create(name, **params)
     except (PrivacyError, MechanismParameterError) as exc:
@@ -242,7 +240,7 @@ def _outside(x: Any, y: Any, box: tuple[float, float, float, float]) -> Any:
     return (x < box[0]) | (x > box[1]) | (y < box[2]) | (y > box[3])
 
 
-def _grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
+def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
     """Read the points and bin them (the culprit row named on any bad cell)."""
     import numpy as np
 
@@ -250,7 +248,7 @@ def _grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
 
     xcol, ycol, names, box = spec["x"], spec["y"], spec["names"], spec["box"]
     counts = [args.count] if args.count else []
-    df = read_table(args.input, counts=counts, columns=[xcol, ycol] + counts, numbers=[xcol, ycol])
+    df = read_table(args.input, counts=counts, columns=[xcol, ycol, *counts], numbers=[xcol, ycol])
     if len(df) == 0:
         raise CliError(f"input {Path(args.input).name}: no points (the file has a header and no rows)")
     x, y = df[xcol].to_numpy(), df[ycol].to_numpy()
@@ -290,29 +288,28 @@ def _frame(rel: Any, names: tuple[str, str]) -> Any:
     return frame
 
 
-def run_points(args: argparse.Namespace) -> int:
-    """``hierdp release --x/--y ...``: checks, read, bin, release, write (exit code 0)."""
+def run_points(args: argparse.Namespace, layout: Layout) -> int:
+    """``hierdp release --x/--y ...``: checks, read, bin, release, write (exit code 0); ``layout``
+    is the point layout :func:`hierdp.cli.layouts.decide_layout` found (its flags checked)."""
     from hierdp.cli.console import EXIT_INTERRUPTED, Console, finish_release, run_interruptible, show_progress
-    from hierdp.cli.release import randomness_text
-
     console = Console("hierdp release")
     inp = check_input_file(args.input, "input")
     out = check_output_path(args.output, [inp], overwrite=args.overwrite)
-    spec = _check_arguments(args)
+    name = args.mechanism or default_mechanism("points")
+    check_mechanism_fits(name, "points")
+    check_solver_flags(args, name)
+    spec = point_spec(args)
+    check_randomness_flags(args)
+    spec.update(name=name, params=parse_params(args.param, name))
     mech = _mechanism(args, spec)
-    drawn = not args.secure and args.seed is None
-    seed = None if args.secure else (secrets.randbelow(2**32) if drawn else args.seed)
+    seed, drawn = seed_for_run(args)
     console.say(randomness_text(args.secure, seed, drawn))
-    box = spec["box"]
-    console.say(f"domain: box {' '.join(f'{v:g}' for v in box)} declared by --box; grid {spec['shape'][0]} x "
-                f"{spec['shape'][1]}" if box is not None else
-                "domain: box read from the points and assumed public (--observed-domain-public); the release "
-                "states this assumption")
+    console.say(domain_text(spec))
     written = False
     try:
         def work() -> tuple[Any, float, Any]:
             t0 = time.perf_counter()
-            grid = _grid(args, spec)
+            grid = read_grid(args, spec)
             t_build = time.perf_counter() - t0
             return grid, t_build, mech.release(grid, seed=seed, progress=show_progress(args))
 

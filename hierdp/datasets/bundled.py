@@ -75,7 +75,7 @@ def nycflights_od(all_airports: bool = True) -> tuple[pd.DataFrame, pd.DataFrame
     a = airports.loc[listed]
     lat = (np.floor(a["lat"].astype(float) / 5) * 5).astype(int)
     lon = (np.floor(a["lon"].astype(float) / 5) * 5).astype(int)
-    cell = [f"{abs(la)}{'N' if la >= 0 else 'S'}{abs(lo)}{'E' if lo >= 0 else 'W'}" for la, lo in zip(lat, lon)]
+    cell = [f"{abs(la)}{'N' if la >= 0 else 'S'}{abs(lo)}{'E' if lo >= 0 else 'W'}" for la, lo in zip(lat, lon, strict=False)]
     geography = pd.DataFrame({"tzone": a["tzone"].to_numpy(), "cell": cell, "airport": listed})
     geography["cell"] = geography["tzone"] + ":" + geography["cell"]  # cells nested in zones
     return trips, geography

@@ -44,7 +44,7 @@ TAXI_ZONES_PER_BOROUGH = {"Bronx": 43, "Brooklyn": 61, "EWR": 1, "Manhattan": 69
 
 def _two_level_regions(parents: list[str], children_per_parent: list[int], root: str, level_names: tuple[str, str],
                        child_fmt: str = "{p}-{i:04d}") -> Hierarchy:
-    rows = [(p, child_fmt.format(p=p, i=i)) for p, m in zip(parents, children_per_parent) for i in range(m)]
+    rows = [(p, child_fmt.format(p=p, i=i)) for p, m in zip(parents, children_per_parent, strict=False) for i in range(m)]
     frame = pd.DataFrame(rows, columns=list(level_names))
     return Hierarchy.from_frame(frame, list(level_names), root_name=root, domain=frame)
 
@@ -115,7 +115,7 @@ def random_count_of_counts(rng: np.random.Generator, *, depth: int = 2, max_fano
     histograms over sizes 1..K (declared structure and K)."""
     edges = []
     frontier = ["r"]
-    for d in range(depth):
+    for _d in range(depth):
         nxt = []
         for p in frontier:
             for i in range(int(rng.integers(1, max_fanout + 1))):

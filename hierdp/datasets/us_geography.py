@@ -60,8 +60,8 @@ def us_like_blocks(zips: pd.DataFrame, *, blocks_per_zip: tuple[int, int] = (4, 
     zip_code = z["zip"].to_numpy()
     return pd.DataFrame({
         "state": z["state"], "county": z["county"], "tract_group": "tg" + pd.Series(zip_code),
-        "tract": zip_code, "block_group": [f"{a}-bg{b // bg_size}" for a, b in zip(zip_code, j)],
-        "block": [f"{a}-{b:03d}" for a, b in zip(zip_code, j)], "city": z["city"], "area_code": z["area_code"],
+        "tract": zip_code, "block_group": [f"{a}-bg{b // bg_size}" for a, b in zip(zip_code, j, strict=False)],
+        "block": [f"{a}-{b:03d}" for a, b in zip(zip_code, j, strict=False)], "city": z["city"], "area_code": z["area_code"],
     })
 
 

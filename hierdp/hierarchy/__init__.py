@@ -13,7 +13,7 @@ an observed domain unless the user stated it is public.
 Origin/destination data become an implicit :class:`~hierdp.hierarchy.od.ODTree` (children generated
 only for surviving nodes, true counts in sparse tables); both kinds serve TopDown mechanisms through
 the :mod:`~hierdp.hierarchy.topdown_tree` protocol. Paper 000's generators are in
-:mod:`~hierdp.hierarchy.synthetic`.
+:mod:`~hierdp.datasets.flows`.
 """
 
 from hierdp.hierarchy.core import Hierarchy

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from hierdp._segments import children_csr, gather_ranges
 from hierdp.hierarchy.errors import CycleError, MultipleParentsError, NotATreeError
 
 
@@ -28,15 +29,6 @@ def object_array(values: Iterable[Any] | np.ndarray | pd.Index | pd.Series) -> n
     for k, item in enumerate(items):  # explicit loop: numpy would split tuple items into columns
         out[k] = item
     return out
-
-
-def gather_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(starts[k], starts[k] + lengths[k])`` over k, without a loop."""
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    return np.arange(total, dtype=np.int64) - np.repeat(offsets - starts, lengths)
 
 
 def node_on_cycle(parent: np.ndarray, start: int) -> int:
@@ -61,7 +53,7 @@ def check_unique_names(names: np.ndarray, parent: np.ndarray) -> None:
         )
 
 
-def canonical_order(parent: np.ndarray, names: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+def canonical_order(parent: np.ndarray, names: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(order, level_ptr)``: node indices in canonical order and the level offsets.
 
     ``order[k]`` is the input index of the node placed at position ``k``. Raises CycleError when
@@ -72,16 +64,13 @@ def canonical_order(parent: np.ndarray, names: Sequence[Any]) -> tuple[np.ndarra
     if roots.size == 0:
         raise CycleError(f"the edges contain a cycle through node {names[node_on_cycle(parent, 0)]!r} "
                          "(no node is without a parent, so there is no root)")
-    kids = np.flatnonzero(parent >= 0)
-    child_idx = kids[np.argsort(parent[kids], kind="stable")]
-    n_kids = np.bincount(parent[kids], minlength=n)
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(n_kids, out=ptr[1:])
+    ptr, child_idx = children_csr(parent, n)
+    n_kids = np.diff(ptr)
     frontier = roots.astype(np.int64)
     parts = []
     while frontier.size:  # one iteration per level
         parts.append(frontier)
-        frontier = child_idx[gather_ranges(ptr[frontier], n_kids[frontier])]
+        frontier = child_idx[gather_ranges(ptr[frontier], n_kids[frontier])[0]]
     order = np.concatenate(parts)
     if order.size < n:
         seen = np.zeros(n, bool)

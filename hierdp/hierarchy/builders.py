@@ -116,7 +116,7 @@ def _domain_frame(domain: Any, levels: list[str]) -> pd.DataFrame:
         return pd.DataFrame({col: geo.ids[k + 1][geo.ancestor(k + 1, finest)] for k, col in enumerate(levels)})
     _check_levels_in(domain, levels, "domain: ")
     dom = domain[levels].reset_index(drop=True)
-    for k, col in enumerate(levels):
+    for _k, col in enumerate(levels):
         s = dom[col]
         if not isinstance(s.dtype, pd.CategoricalDtype):
             continue
@@ -278,7 +278,7 @@ def _sort_order(coded: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray 
     m = coded[0][0].size
     if float(np.prod(np.array(sizes, dtype=np.float64))) < 2.0 ** 62:
         key = coded[0][0].copy()
-        for (codes, _), size in zip(coded[1:], sizes[1:]):
+        for (codes, _), size in zip(coded[1:], sizes[1:], strict=False):
             key *= size
             key += codes
         prefix_key = key
@@ -288,7 +288,7 @@ def _sort_order(coded: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray 
         # paths level by level instead - the rank of (parent path rank, code) pairs, in order -
         # so the key stays below the number of distinct paths
         key = coded[0][0].copy()
-        for (codes, _), size in zip(coded[1:], sizes[1:]):
+        for (codes, _), size in zip(coded[1:], sizes[1:], strict=False):
             key, _ = pd.factorize(key * size + codes, sort=True)
             key = key.astype(np.int64)
         prefix_key = None  # ranks do not carry the coarser levels' digits: the loop reads the codes

@@ -14,13 +14,14 @@ sharing the structure).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
+from hierdp._segments import children_csr
 from hierdp.hierarchy import builders
 from hierdp.hierarchy._tree import (
     canonical_order,
@@ -40,10 +41,6 @@ from hierdp.hierarchy.errors import (
     UnknownLevelError,
     UnknownNodeError,
 )
-
-if TYPE_CHECKING:
-    from hierdp.models import Problem
-
 
 def _frozen(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)
@@ -149,11 +146,11 @@ class Hierarchy:
                        level_names: Sequence[str] | None) -> None:
         n = names.size
         n_levels = level_ptr.size - 1
-        n_kids = np.bincount(parent[1:], minlength=n)
-        child_ptr = np.empty(n + 1, np.int64)
-        child_ptr[0] = 1  # children of the root start right after it
-        np.cumsum(n_kids, out=child_ptr[1:])
-        child_ptr[1:] += 1
+        # in canonical order the children of every node are a contiguous run: the CSR's pointers,
+        # shifted by the root (node 0, no parent), are the index ranges themselves
+        ptr, _ = children_csr(parent, n)
+        child_ptr = ptr + 1
+        n_kids = np.diff(ptr)
         self.names = _frozen(names)
         self.parent = _frozen(parent.astype(np.int64, copy=False))
         self.level_ptr = _frozen(level_ptr.astype(np.int64, copy=False))
@@ -329,13 +326,13 @@ class Hierarchy:
 
     def __contains__(self, name: object) -> bool:
         try:
-            self.index_of(name)  # type: ignore[arg-type]
+            self.index_of(name)
         except (UnknownNodeError, TypeError):
             return False
         return True
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{nm}={int(k)}" for nm, k in zip(self.level_names, np.diff(self.level_ptr)))
+        sizes = ", ".join(f"{nm}={int(k)}" for nm, k in zip(self.level_names, np.diff(self.level_ptr), strict=False))
         return f"Hierarchy(n={self.n}, total={int(self.counts[0])}, levels: {sizes})"
 
     def index_of(self, name: Hashable) -> int:
@@ -446,9 +443,9 @@ class Hierarchy:
             g = nx.DiGraph(level_names=list(self.level_names))  # kept for from_graph round trips
             g.add_nodes_from(
                 (nm, {"level": int(lv), "count": int(c)})
-                for nm, lv, c in zip(self.names, self.level, self.counts)
+                for nm, lv, c in zip(self.names, self.level, self.counts, strict=False)
             )
-            g.add_edges_from(zip(self.names[self.parent[1:]], self.names[1:]))
+            g.add_edges_from(zip(self.names[self.parent[1:]], self.names[1:], strict=False))
             self._graph = g
         return self._graph
 
@@ -464,30 +461,3 @@ class Hierarchy:
             "level_name": pd.Categorical.from_codes(self.level, self.level_names).astype(object),
             "count": self.counts,
         })
-
-    def to_problem(
-        self,
-        target: Any,
-        *,
-        fix_root: bool = True,
-        objective: str = "l2",
-        integer: bool = True,
-        nonnegative: bool = True,
-        weights: Any = None,
-    ) -> Problem:
-        """The whole-tree post-processing Problem with this hierarchy's structure and names.
-
-        Args:
-            target: noisy values, an array in index order or a Series keyed by node name
-                (missing nodes / NaN: no objective term).
-            fix_root: fix the root at its true count (an invariant such as a national total).
-            objective, integer, nonnegative: passed to :class:`hierdp.models.Problem`.
-            weights: per-node objective weights (array in index order or Series by name).
-        """
-        from hierdp.models import Problem
-
-        # names are checked here, so an unknown node is a hierarchy error (UnknownNodeError)
-        tgt = np.asarray(self._node_vector(target, "target"), dtype=float)
-        w = None if weights is None else np.asarray(self._node_vector(weights, "weights"), dtype=float)
-        return Problem.from_hierarchy(self, tgt, fix_root=fix_root, objective=objective, integer=integer,
-                                      nonnegative=nonnegative, weights=w)

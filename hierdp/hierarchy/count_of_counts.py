@@ -1,4 +1,4 @@
-"""Count-of-counts (group-size) hierarchies: paper 001's data, and the DP hierarchy built on it.
+"""Count-of-counts (group-size) hierarchies: paper 001's data, and the dynamic-programming hierarchy built on it.
 
 A *group* (household, taxi, aircraft) is a unit with members; its *size* is its number of members.
 For every region ``r`` of a region tree and every size ``k = 1..K``, ``h[r, k]`` is the number of
@@ -18,7 +18,7 @@ is given; the observed maximum size is data-derived, so ``K=None`` needs
 ``observed_k_public=True`` and the release then says so. Both statements travel as
 ``domain_source`` / ``domain_assumption`` (see :mod:`hierdp.privacy.domain`).
 
-:meth:`CountOfCounts.dp_tree` is the DP hierarchy of §6 as a *view*: a dummy root fixed at ``G``
+:meth:`CountOfCounts.dynprog_tree` is the dynamic-programming hierarchy of §6 as a *view*: a dummy root fixed at ``G``
 whose ``K`` children are the national counts of each size, each the root of a copy of the region
 tree. It holds index arithmetic only (node ``(k, r)`` is ``1 + (k-1) * n_regions + r``); its
 ``parent`` array and a :class:`~hierdp.models.Problem` are built from the region arrays on demand.
@@ -42,7 +42,7 @@ from hierdp.hierarchy.core import Hierarchy
 from hierdp.hierarchy.domain import DECLARED, OBSERVED
 from hierdp.hierarchy.errors import EmptyInputError, HierarchyError, UnknownColumnError
 
-__all__ = ["K_ASSUMPTION", "TOP_CODE_NOTE", "CountOfCounts", "DPTree", "GroupSizeError"]
+__all__ = ["K_ASSUMPTION", "TOP_CODE_NOTE", "CountOfCounts", "DynProgTree", "GroupSizeError"]
 
 #: what a release states when K is the observed maximum size, declared public by the user
 K_ASSUMPTION = "the largest group size K (the observed maximum) is assumed public (declared by the user)"
@@ -165,9 +165,9 @@ class CountOfCounts:
         return pd.DataFrame(self.h, index=pd.Index(self.regions.names, name="region"),
                             columns=pd.Index(self.sizes, name="size"))
 
-    def dp_tree(self) -> DPTree:
-        """The DP hierarchy of §6 (a view, see :class:`DPTree`)."""
-        return DPTree(self)
+    def dynprog_tree(self) -> DynProgTree:
+        """The dynamic-programming hierarchy of §6 (a view, see :class:`DynProgTree`)."""
+        return DynProgTree(self)
 
     def __repr__(self) -> str:
         return (f"CountOfCounts(regions={self.n_regions:,}, levels={self.n_levels}, K={self.K:,}, "
@@ -298,10 +298,10 @@ class CountOfCounts:
                    top_coded=bool(top_code and too_big.any()))
 
 
-# ---------------------------------------------------------------------------------- the DP tree
+# ---------------------------------------------------------------------------------- the dynamic-programming tree
 @dataclass(frozen=True)
-class DPTree:
-    """The DP hierarchy of paper 001 §6 over a :class:`CountOfCounts` (a view).
+class DynProgTree:
+    """The dynamic-programming hierarchy of paper 001 §6 over a :class:`CountOfCounts` (a view).
 
     Node ``0`` is the dummy root (fixed at ``G``); node ``(k, r)`` (size ``k`` in 1..K, region
     ``r``) is ``1 + (k - 1) * n_regions + r``. Its level is ``1 + level(r)``; the children of
@@ -344,18 +344,6 @@ class DPTree:
     def to_by_size(self, values: np.ndarray) -> np.ndarray:
         """The ``(K, n_regions)`` array of a node vector (root dropped)."""
         return np.asarray(values)[1:].reshape(self.data.K, self.data.n_regions)
-
-    def problem(self, noisy_by_size: np.ndarray, *, integer: bool = True, weights: np.ndarray | None = None,
-                objective: str = "l2") -> Any:
-        """Model 1 (H1-H4) on this tree: the root fixed at ``G``, every other node's target its
-        noisy count (``(K, n_regions)``), consistency, non-negativity, integrality (``integer``)."""
-        from hierdp.models import Problem
-
-        target = np.concatenate([[np.nan], np.asarray(noisy_by_size, dtype=float).ravel()])
-        fixed = np.full(self.n, np.nan)
-        fixed[0] = self.data.G
-        w = None if weights is None else np.concatenate([[1.0], np.asarray(weights, dtype=float).ravel()])
-        return Problem(self.parent, target, fixed=fixed, objective=objective, integer=integer, weights=w)
 
     # ------------------------------------------------------------------ the post-order chain (§9.2)
     def chain_order(self) -> np.ndarray:

@@ -33,7 +33,7 @@ def _number_kind(v: Any) -> str | None:
 
 def coerce_counts(
     values: Any,
-    labels: Sequence[Any],
+    labels: Sequence[Any] | np.ndarray,
     *,
     noun: str = "node",
     allow_missing: bool = False,
@@ -71,9 +71,9 @@ def coerce_counts(
         if bad.any():
             i = _first(bad)
             raise CountError(f"non-numeric count {arr[i]!r} for {noun} {labels[i]!r}")
-        if all(k == "int" for k, m in zip(kinds, missing_in) if not m):
+        if all(k == "int" for k, m in zip(kinds, missing_in, strict=False) if not m):
             try:  # plain Python ints: stay exact beyond 2**53
-                ints = np.array([0 if m else v for v, m in zip(items, missing_in)], dtype=np.int64)
+                ints = np.array([0 if m else v for v, m in zip(items, missing_in, strict=False)], dtype=np.int64)
             except OverflowError:
                 ints = None
             if ints is not None:
@@ -82,7 +82,7 @@ def coerce_counts(
                     raise CountError(f"missing (NaN) count for {noun} {labels[i]!r}{_how_many(missing_in)}")
                 out, _ = coerce_counts(ints, labels, noun=noun)
                 return out, missing_in
-        x = np.array([np.nan if m else float(v) for v, m in zip(items, missing_in)], dtype=np.float64)
+        x = np.array([np.nan if m else float(v) for v, m in zip(items, missing_in, strict=False)], dtype=np.float64)
     missing = np.isnan(x)
     if missing.any() and not allow_missing:
         i = _first(missing)
@@ -148,8 +148,8 @@ def parse_count_text(values: Any, labels: Sequence[Any], *, column: str, noun: s
         out[plain] = text[plain].astype(np.int64).to_numpy()
     for i in np.flatnonzero(~plain):  # rare: anything but short plain integers (error path included)
         raw = s.iloc[i]
-        cell = f"{raw!r} in {noun} {labels[i]!r}" if column is None else \
-            f"{raw!r} in column {column!r}, {noun} {labels[i]!r}"
+        cell = f"{raw!r} in {noun} {labels[int(i)]!r}" if column is None else \
+            f"{raw!r} in column {column!r}, {noun} {labels[int(i)]!r}"
         t = text.iloc[i]
         if t == "" or pd.isna(raw):
             raise CountError(f"missing count {cell}")

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hierdp._segments import children_csr
 from hierdp.hierarchy.errors import (
     EmptyInputError,
     HierarchyError,
@@ -72,9 +73,7 @@ class Geography:
             p = parent[lev + 1]
             if np.any(np.diff(p) < 0):
                 raise HierarchyError(f"geography level {level_names[lev + 1]!r}: areas not sorted by parent")
-            ptr = np.zeros(names[lev].size + 1, np.int64)
-            np.cumsum(np.bincount(p, minlength=names[lev].size), out=ptr[1:])
-            self.child_ptr.append(ptr)
+            self.child_ptr.append(children_csr(p, names[lev].size)[0])
         childless = [lev for lev in range(self.g) if np.any(np.diff(self.child_ptr[lev]) == 0)]
         if childless:
             lev = childless[0]
@@ -96,7 +95,7 @@ class Geography:
         return [int(n.size) for n in self.names]
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{nm}={k}" for nm, k in zip(self.level_names, self.sizes))
+        sizes = ", ".join(f"{nm}={k}" for nm, k in zip(self.level_names, self.sizes, strict=False))
         return f"Geography({sizes}; domain {self.domain_source})"
 
     def ancestor(self, level: int, finest_idx: np.ndarray) -> np.ndarray:
@@ -207,7 +206,7 @@ class Geography:
             lab = names[lev].astype(str)
             if pd.Index(lab).has_duplicates:
                 names[lev] = np.array([f"{names[lev - 1][p]}/{x}" if lev > 1 else x
-                                       for p, x in zip(parents[lev], lab)], dtype=object)
+                                       for p, x in zip(parents[lev], lab, strict=False)], dtype=object)
         return cls([root_level] + [str(c) for c in levels], names, parents, ids=ids)
 
     @classmethod

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hierdp._segments import gather_ranges
 from hierdp.hierarchy.counts import checked_total, coerce_counts
 from hierdp.hierarchy.domain import observed_assumption
 from hierdp.hierarchy.errors import (
@@ -33,7 +34,6 @@ from hierdp.hierarchy.errors import (
     UnknownColumnError,
 )
 from hierdp.hierarchy.geography import Geography
-from hierdp.hierarchy.topdown_tree import gather_children
 
 __all__ = ["Geography", "ODTree"]
 
@@ -256,7 +256,7 @@ class ODTree:
         # within-level ids -> path strings, so that finest ids are unique geography-wide
         o_paths = _path_frame(df, o_lv)
         d_paths = _path_frame(df, d_lv)
-        names = [_common_level_name(o, d) for o, d in zip(o_lv, d_lv)]
+        names = [_common_level_name(o, d) for o, d in zip(o_lv, d_lv, strict=False)]
         if len(set(names)) < len(names):
             names = [str(o) for o in o_lv]
         o_paths.columns = names
@@ -276,8 +276,8 @@ class ODTree:
     # ------------------------------------------------------------------ TopDownTree protocol
     def _side_refined(self, level: int) -> str:
         """Which side the step ``level -> level + 1`` refines: ``"o"`` or ``"d"``."""
-        a, b = self.level_pairs[level]
-        a2, b2 = self.level_pairs[level + 1]
+        a, _b = self.level_pairs[level]
+        a2, _b2 = self.level_pairs[level + 1]
         return "o" if a2 > a else "d"
 
     def expand(self, level: int, parent_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -285,16 +285,16 @@ class ODTree:
         if not 0 <= level < self.n_levels - 1:
             raise HierarchyError(f"expand: level must be in 0..{self.n_levels - 2}, got {level}")
         a, b = self.level_pairs[level]
-        a2, b2 = self.level_pairs[level + 1]
+        _a2, b2 = self.level_pairs[level + 1]
         pk = np.asarray(parent_keys, dtype=np.int64)
         o, d = np.divmod(pk, self.destination_geo.sizes[b])
         if self._side_refined(level) == "d":
             ptr = self.destination_geo.child_ptr[b]
-            kids, offsets = gather_children(ptr[d], ptr[d + 1] - ptr[d])
+            kids, offsets = gather_ranges(ptr[d], ptr[d + 1] - ptr[d])
             child_keys = np.repeat(o, np.diff(offsets)) * self.destination_geo.sizes[b2] + kids
         else:
             ptr = self.origin_geo.child_ptr[a]
-            kids, offsets = gather_children(ptr[o], ptr[o + 1] - ptr[o])
+            kids, offsets = gather_ranges(ptr[o], ptr[o + 1] - ptr[o])
             child_keys = kids * self.destination_geo.sizes[b2] + np.repeat(d, np.diff(offsets))
         return child_keys, offsets, self.counts(level + 1, child_keys)
 

@@ -179,9 +179,9 @@ class SpatialGrid:
             raise SpatialDataError(f"counts must be a 2-D matrix, got {c.ndim} dimension(s)")
         if c.shape != self.domain.shape:
             raise SpatialDataError(f"counts has shape {c.shape} but the domain's grid is {self.domain.shape}")
-        if not np.issubdtype(c.dtype, np.integer):
-            if not np.issubdtype(c.dtype, np.floating) or not np.all(np.isfinite(c)) or np.any(c != np.round(c)):
-                raise SpatialDataError("counts must be finite integers")
+        if not np.issubdtype(c.dtype, np.integer) and (
+                not np.issubdtype(c.dtype, np.floating) or not np.all(np.isfinite(c)) or np.any(c != np.round(c))):
+            raise SpatialDataError("counts must be finite integers")
         if c.size and c.min() < 0:
             i, j = np.unravel_index(int(np.argmin(c)), c.shape)
             raise SpatialDataError(f"counts must be non-negative; cell ({i}, {j}) holds {c[i, j]}")

@@ -11,7 +11,7 @@ Besides ``expand``, metrics and baselines use ``counts`` (true count of given ke
 ``level_size`` (the number of potential nodes of a level, for universe-wide baselines).
 
 Node names come from a *namer* (``tree.namer``): an object holding only the public structure
-(no counts), which a :class:`~hierdp.release.Release` keeps to label its rows.
+(no counts), which a :class:`~hierdp.release.TreeRelease` keeps to label its rows.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["HierarchyTree", "KeyNamer", "TopDownTree", "as_topdown_tree", "gather_children"]
+from hierdp._segments import gather_ranges
+
+__all__ = ["HierarchyTree", "KeyNamer", "TopDownTree", "as_topdown_tree"]
 
 
 @runtime_checkable
@@ -84,29 +86,11 @@ class TopDownTree(Protocol):
         ...
 
 
-def gather_children(starts: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate the index ranges ``starts[g] : starts[g] + sizes[g]``, vectorized.
-
-    Returns ``(indices, offsets)`` where group g occupies ``indices[offsets[g]:offsets[g+1]]``.
-    """
-    starts = np.asarray(starts, dtype=np.int64)
-    sizes = np.asarray(sizes, dtype=np.int64)
-    offsets = np.zeros(sizes.size + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    total = int(offsets[-1])
-    if total == 0:
-        return np.zeros(0, np.int64), offsets
-    # position within its group = global position - group start
-    within = np.arange(total, dtype=np.int64) - np.repeat(offsets[:-1], sizes)
-    return np.repeat(starts, sizes) + within, offsets
-
-
 class _HierarchyNamer:
     """Names of a plain hierarchy's nodes (keys are node indices)."""
 
-    def __init__(self, names: np.ndarray, level_names: list[str]) -> None:
+    def __init__(self, names: np.ndarray) -> None:
         self._names = names
-        self._level_names = level_names
 
     def key_names(self, level: int, keys: np.ndarray) -> np.ndarray:
         return np.asarray(self._names, dtype=object)[np.asarray(keys, dtype=np.int64)].astype(str)
@@ -140,7 +124,7 @@ class HierarchyTree:
             raise NotATreeError(f"a TopDown tree needs exactly one root, found {roots.size}")
         self.root_key = int(roots[0])
         self.root_count = int(self._counts[self.root_key])
-        self.namer = _HierarchyNamer(np.asarray(h.names, dtype=object), self.level_names)
+        self.namer: KeyNamer = _HierarchyNamer(np.asarray(h.names, dtype=object))
         # the public-domain statement travels with the tree (hierdp.privacy.domain reads it)
         self.domain_source = getattr(h, "domain_source", "declared")
         self.domain_assumption = getattr(h, "domain_assumption", None)
@@ -150,7 +134,7 @@ class HierarchyTree:
         pk = np.asarray(parent_keys, dtype=np.int64)
         starts = self._child_ptr[pk]
         sizes = self._child_ptr[pk + 1] - starts
-        kids, offsets = gather_children(starts, sizes)
+        kids, offsets = gather_ranges(starts, sizes)
         return kids, offsets, self._counts[kids]
 
     def counts(self, level: int, keys: np.ndarray) -> np.ndarray:

@@ -55,8 +55,8 @@ def _pgsr_pseudo(release: Any) -> Any:
 
 
 def _pgsr_scales(release: Any) -> list[float]:
-    per_level = (release.accounting.details or {}).get("per_level", [])
-    scales = [float(item["scale"]) for item in per_level if "scale" in item]
+    # the spends are the ledger: one per region level, in level order, each with its geometric scale
+    scales = [float(s.details["scale"]) for s in release.accounting.spends if "scale" in s.details]
     if len(scales) != int(np.max(release.level)) + 1:
         raise IntervalsUnsupported(f"{release.mechanism}: the accounting records {len(scales)} geometric scales "
                                    f"for {int(np.max(release.level)) + 1} region levels")

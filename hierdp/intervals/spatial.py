@@ -44,7 +44,8 @@ def htf_leaf_laws(release: Any) -> list[NoiseLaw]:
     for s in release.accounting.spends:
         m = re.fullmatch(r"data, height (\d+)", s.label)
         if m and "scale" in s.details:
-            data[int(m.group(1))] = (float(s.details["scale"]), int(s.details.get("sensitivity", 1)))
+            sens = s.details.get("l1_sensitivity", s.details.get("sensitivity", 1))
+            data[int(m.group(1))] = (float(s.details["scale"]), int(sens))
     laws: dict[int, NoiseLaw] = {}
     for h in np.unique(heights):
         if h == 0:

@@ -22,7 +22,9 @@ with scrambled counts and gets the same intervals).
 
 from __future__ import annotations
 
+
 import logging
+import re
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -104,9 +106,10 @@ def topdown_law(release: Any) -> TopDownLaw:
     if key is None:
         raise IntervalsUnsupported(f"{release.mechanism}: unknown noise {kind!r} in the accounting")
     noise: dict[int, NoiseLaw] = {}
-    for item in details.get("per_level", []):
-        if key in item and item[key] is not None:
-            noise[int(item["level"])] = NoiseLaw(kind, float(item[key]))
+    for spend in acc.spends:  # the spends are the ledger: "level L (name)", one per measured level
+        m = re.match(r"level (\d+) ", spend.label)
+        if m and spend.details.get(key) is not None:
+            noise[int(m.group(1))] = NoiseLaw(kind, float(spend.details[key]))
     if not noise:
         raise IntervalsUnsupported(f"{release.mechanism}: the accounting records no {key} per level")
     shown = params.get("solver_options") or {}

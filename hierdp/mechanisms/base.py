@@ -29,18 +29,22 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from fractions import Fraction
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
-from collections.abc import Callable
+
+import numpy as np
 
 from hierdp.errors import HierdpError
-from hierdp.privacy.accounting import zcdp_to_approx_dp
+from hierdp.privacy.conversions import zcdp_to_approx_dp
 from hierdp.privacy.budget import Accountant, Budget
+from hierdp.privacy.calibration import exact
 from hierdp.privacy.domain import check_public_domain
 from hierdp.privacy.errors import BudgetExceeded, PrivacyParameterError
+from hierdp.privacy.noise import NoiseModel
 from hierdp.privacy.rng import resolve_rng
 from hierdp.privacy.spec import PrivacySpec
 from hierdp.privacy.unit import PrivacyUnit
-from hierdp.release.accounting import Spend
+from hierdp.release.accounting import Accounting, Spend
 
 __all__ = [
     "Mechanism",
@@ -104,90 +108,130 @@ def refuse_solver(mechanism: str, solver: Any, solver_options: Any, why: str) ->
 
 
 class RunContext:
-    """One run of a mechanism: its randomness, its domain assumption and its budget ledger.
+    """One run of a mechanism: its randomness, its domain assumption, its ledger, and the one way to
+    spend, measure, account and abort.
 
-    Created by :meth:`Mechanism.start` after every check that can refuse the run has passed.
+    Created by :meth:`Mechanism.start` after every check that can refuse the run has passed. A
+    family measures with :meth:`measure` (or :meth:`spend_noise` then ``noise.draw`` when the draws
+    happen elsewhere, e.g. in chunks on workers), builds its release's accounting with
+    :meth:`accounting` and its parameters with :meth:`params`, and raises :meth:`aborted` when a
+    step after the noise fails. The spends (:attr:`spends`) are the only ledger of what was
+    measured: every line of :meth:`~hierdp.release.Accounting.lines` is rendered from them.
 
     Attributes:
+        mechanism: the :class:`Mechanism` being run.
         rng: the randomness to pass to every sampler.
+        seed: the seed given to :meth:`Mechanism.start` (``None``: secure, or a generator given).
         assumption: the domain assumption the release must state (``None``: declared domain).
         ledger: the run's own :class:`Accountant` (total = the mechanism's budget).
         external: the caller's accountant, or ``None``.
+        spends: the :class:`~hierdp.release.Spend` entries, in the order their noise was drawn.
     """
 
-    def __init__(self, mechanism: str, total: Budget, *, rng: Any, assumption: str | None,
-                 accountant: Accountant | None, delta: float | None,
-                 external_total: Budget | None = None,
+    def __init__(self, mechanism: Mechanism, *, rng: Any, seed: Any = None, assumption: str | None,
+                 accountant: Accountant | None, external_total: Budget | None = None,
                  approx_cost: Callable[[], Budget] | None = None) -> None:
         self.mechanism = mechanism
-        self.total = total
+        self.name = mechanism.name
+        self.total = mechanism.spec.budget
+        self.delta = mechanism.spec.delta
         self.rng = rng
+        self.seed = seed
         self.assumption = assumption
-        self.ledger = Accountant(total)
+        self.ledger = Accountant(self.total)
         self.external = accountant
         self.spends: list[Spend] = []
-        self._mode = None
+        self._mode: str | None = None
         if accountant is None:
             return
         if not isinstance(accountant, Accountant):
             raise PrivacyParameterError(f"accountant must be a hierdp.privacy.budget.Accountant, got "
                                         f"{type(accountant).__name__}")
         ext_calc = accountant.total.calculus
-        if ext_calc == "approx" and total.calculus != "approx":
+        if ext_calc == "approx" and self.total.calculus != "approx":
             # (eps, delta) totals do not add up per part like rho or pure eps: charge the release's
             # whole (eps, delta) guarantee once, now, before any noise
-            cost = approx_cost() if approx_cost is not None else self._approx_cost(delta, accountant)
-            accountant.spend(cost, f"{mechanism} (whole release)")  # raises BudgetExceeded first
+            cost = approx_cost() if approx_cost is not None else self._approx_cost()
+            accountant.spend(cost, f"{self.name} (whole release)")  # raises BudgetExceeded first
             self._mode = "whole"
             return
-        if ext_calc == "pure" and total.calculus != "pure":
+        if ext_calc == "pure" and self.total.calculus != "pure":
             raise PrivacyParameterError(
-                f"accountant: {mechanism} spends {total.calculus} budget, which a pure-DP accountant cannot "
+                f"accountant: {self.name} spends {self.total.calculus} budget, which a pure-DP accountant cannot "
                 "hold (zCDP and (eps, delta) do not imply pure DP); use a zCDP or (eps, delta) accountant")
-        need = external_total if external_total is not None else total
+        need = external_total if external_total is not None else self.total
         if not accountant.can_spend(need):
             raise BudgetExceeded(
-                f"accountant: {mechanism} needs {need} but only {accountant.remaining} remains of "
+                f"accountant: {self.name} needs {need} but only {accountant.remaining} remains of "
                 f"{accountant.total}; nothing was spent and no noise was drawn")
         self._mode = "parts"
 
-    def _approx_cost(self, delta: float | None, accountant: Accountant) -> Budget:
+    def _approx_cost(self) -> Budget:
         if self.total.calculus == "pure":
             return Budget("approx", epsilon=self.total.exact_parameters["epsilon"], delta=Fraction(0))
-        if delta is None:
+        if self.delta is None:
             raise PrivacyParameterError(
-                f"delta: an (epsilon, delta) accountant needs {self.mechanism}'s delta to charge its zCDP spend "
+                f"delta: an (epsilon, delta) accountant needs {self.name}'s delta to charge its zCDP spend "
                 "as (epsilon, delta); build the mechanism with delta=")
-        eps = zcdp_to_approx_dp(float(self.total.rho), delta, "numeric")
-        return Budget.approx(eps, delta)
+        eps = zcdp_to_approx_dp(float(self.total.rho), self.delta, "numeric")
+        return Budget.approx(eps, self.delta)
 
+    # -- spending and measuring ------------------------------------------------------------------
     def spend(self, amount: Budget, label: str, *, external: Budget | None = None, **details: Any) -> Budget:
         """Record ``amount`` for ``label`` (before drawing its noise) in the run's ledger and in the
         caller's accountant (``external``: a different amount to charge there, e.g. a tighter zCDP
-        figure of a pure spend). Returns the amount in the run's calculus.
+        figure of a pure spend). ``details`` describe the noise (``noise``, ``sigma2`` or ``scale``,
+        the sensitivity, ``note``). Returns the amount in the run's calculus.
 
         Raises:
             BudgetExceeded: either ledger cannot pay; nothing is recorded in either.
         """
         if not self.ledger.can_spend(amount):
-            raise BudgetExceeded(f"{self.mechanism}: spending {amount} for {label!r} would exceed its own "
+            raise BudgetExceeded(f"{self.name}: spending {amount} for {label!r} would exceed its own "
                                  f"total {self.total} (already spent {self.ledger.spent})")
         if self._mode == "parts":
             charge = external if external is not None else amount
             ext: Accountant = self.external  # type: ignore[assignment]
             if not ext.can_spend(charge):
-                raise BudgetExceeded(f"accountant: spending {charge} for {self.mechanism}: {label!r} would exceed "
+                raise BudgetExceeded(f"accountant: spending {charge} for {self.name}: {label!r} would exceed "
                                      f"{ext.total} (remaining {ext.remaining})")
-            ext.spend(charge, f"{self.mechanism}: {label}")
+            ext.spend(charge, f"{self.name}: {label}")
         converted = self.ledger.spend(amount, label)
         self.spends.append(Spend(label, converted, dict(details)))
         return converted
+
+    def spend_noise(self, amount: Budget, label: str, noise: NoiseModel, parameter: Any, sensitivity: int, *,
+                    external: Budget | None = None, **details: Any) -> Budget:
+        """:meth:`spend` with the noise's standard details: its name, its parameter (``sigma2`` or
+        ``scale``; ``None`` when it varies per node), the sensitivity it was calibrated to and the
+        exact budget the parameter delivers (never above ``amount``)."""
+        std: dict[str, Any] = {"noise": noise.name, noise.sensitivity_name: noise.sensitivity_value(sensitivity)}
+        if parameter is not None and np.ndim(parameter) == 0:
+            std[noise.parameter_name] = float(parameter)
+            std["delivered"] = noise.delivered(float(parameter), sensitivity)
+        return self.spend(amount, label, external=external, **std, **details)
+
+    def measure(self, values: Any, amount: Budget, label: str, noise: NoiseModel, *, sensitivity: int,
+                parameter: Any = None, randomness: Any = None, external: Budget | None = None,
+                **details: Any) -> np.ndarray:
+        """The one way to measure: record the spend, then add ``noise`` to ``values`` (int64).
+
+        ``parameter`` is the noise parameter when the caller calibrated it already (a scalar, or
+        one per value), else ``noise.calibrate(amount, sensitivity)`` (rounded in the safe
+        direction); ``randomness`` overrides :attr:`rng` (per-node counter streams).
+        """
+        if parameter is None:
+            parameter = noise.calibrate(exact(amount, "budget"), sensitivity, culprit=f"{self.name} budget part")
+        self.spend_noise(amount, label, noise, parameter, sensitivity, external=external, **details)
+        vals = np.asarray(values, dtype=np.int64)
+        return vals + noise.draw(parameter, vals.shape, self.rng if randomness is None else randomness)
 
     @property
     def spent(self) -> Budget:
         """What the run has spent so far."""
         return self.ledger.spent
 
+    # -- what the release carries ----------------------------------------------------------------
     @property
     def randomness(self) -> str:
         """``"secure"`` (OS randomness, exact samplers: for publication) or ``"seeded"`` (a numpy
@@ -200,6 +244,50 @@ class RunContext:
     def assumptions(self) -> tuple[str, ...]:
         """The assumptions the release must state (the domain's, if any)."""
         return () if self.assumption is None else (self.assumption,)
+
+    def params(self, **extra: Any) -> dict[str, Any]:
+        """The release's parameters: the mechanism's, the randomness (``"secure"`` or ``"seeded"``
+        with its ``seed``), the versions of hierdp and its back ends, then ``extra``."""
+        from hierdp._version import backend_versions
+
+        out = {**self.mechanism.params(), "randomness": self.randomness,
+               "seed": self.seed if self.randomness == "seeded" else None, "versions": dict(backend_versions())}
+        out.update(extra)
+        return out
+
+    def accounting(self, *, assumptions: Iterable[str] = (), notes: Iterable[str] = (),
+                   details: Mapping[str, Any] | None = None, partial: bool = False,
+                   kind: type[Accounting] = Accounting, **fields: Any) -> Accounting:
+        """The release's :class:`~hierdp.release.Accounting`: the mechanism's total, unit and
+        conversion, the spends so far, the domain assumption plus ``assumptions`` (each once),
+        ``notes`` (and a note that the release is partial), ``details`` with the ledger's summary.
+        ``kind`` is an :class:`Accounting` subclass with a tighter analysis (``fields``: its own)."""
+        spec = self.mechanism.spec
+        stated: list[str] = list(self.assumptions)
+        stated.extend(a for a in assumptions if a not in stated)
+        all_notes = tuple(notes) + (("partial release: the run stopped before its last step",) if partial else ())
+        base: dict[str, Any] = {
+            "mechanism": self.name, "total": self.total, "unit": self.mechanism.unit, "delta": self.delta,
+            "spends": tuple(self.spends), "assumptions": tuple(stated), "notes": all_notes,
+            "conversion": spec.conversion if spec.epsilon_target is not None else None,
+            "epsilon_target": spec.epsilon_target,
+            "details": {**dict(details or {}), "ledger": self.ledger.summary(self.delta)},
+        }
+        base.update(fields)
+        return kind(**base)
+
+    def aborted(self, cause: BaseException, *, where: str, partial: Any = None, level: int = -1,
+                level_name: str = "", parents: Any = None) -> ReleaseAborted:
+        """The :class:`ReleaseAborted` for a failure after noise was drawn (raise it ``from cause``):
+        its message says where, why, and what was spent; ``partial`` (a release of the completed
+        part, if any) travels with it."""
+        kept = ("the release of the completed levels is attached as .partial (do not publish it as complete)"
+                if partial is not None else "nothing was released")
+        msg = (f"{self.name} aborted {where} after its budget was spent: {type(cause).__name__}: {cause}. Spent so "
+               f"far: {self.spent} of {self.total} ({len(self.spends)} parts, recorded in the ledger); {kept}")
+        return ReleaseAborted(msg, partial=partial, spends=tuple(self.spends), spent=self.spent, accountant=self.ledger,
+                              external_accountant=self.external, level=level, level_name=level_name, parents=parents,
+                              cause=cause)
 
 
 def _domain_owner(data: Any) -> Any:
@@ -220,8 +308,6 @@ class Mechanism(ABC):
 
     #: display name (tables, plots); the registry name is lower-case (``hierdp.mechanisms.names()``)
     name: str = ""
-    #: whether the mechanism post-processes with a solver (``solver=`` is refused otherwise)
-    uses_solver: bool = False
     spec: PrivacySpec
     unit: PrivacyUnit
     secure: bool = False
@@ -236,22 +322,6 @@ class Mechanism(ABC):
         if type(secure).__name__ not in ("bool", "bool_"):
             raise PrivacyParameterError(f"secure must be True or False, got {secure!r}")
         self.secure = bool(secure)
-
-    # legacy attribute names (the old constructors stored these)
-    @property
-    def bounded(self) -> bool:
-        """The unit's neighbouring relation (True: bounded)."""
-        return self.unit.bounded
-
-    @property
-    def contributions(self) -> int:
-        """The unit's records per person."""
-        return self.unit.contributions
-
-    @property
-    def distinct(self) -> bool:
-        """Whether the unit's records are distinct finest cells."""
-        return self.unit.distinct
 
     def params(self) -> dict[str, Any]:
         """The mechanism's parameters (stored in every release)."""
@@ -280,8 +350,8 @@ class Mechanism(ABC):
         public (or declared public), the randomness fits the mode, the accountant can pay."""
         assumption = check_public_domain(_domain_owner(data), what=f"release with {self.name}")
         generator = resolve_rng(rng, seed, secure=self._secure_for(secure))
-        return RunContext(self.name, self.spec.budget, rng=generator, assumption=assumption, accountant=accountant,
-                          delta=self.spec.delta, external_total=external_total, approx_cost=approx_cost)
+        return RunContext(self, rng=generator, seed=seed if rng is None else None, assumption=assumption,
+                          accountant=accountant, external_total=external_total, approx_cost=approx_cost)
 
     @abstractmethod
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,

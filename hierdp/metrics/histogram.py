@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["constraint_violations", "faithfulness_violations", "histogram_report", "l1_error_by_level"]
+__all__ = ["constraint_violations", "constraint_violations_by_level", "faithfulness_violations", "histogram_report",
+           "l1_error_by_level"]
 
 
 def _truth_values(truth: Any, shape: tuple[int, int]) -> np.ndarray:
@@ -54,6 +55,15 @@ def constraint_violations(release: Any) -> int:
     if hasattr(release, "count_violations"):
         return int(release.count_violations())
     raise TypeError(f"expected a NodeHistogramRelease, got {type(release).__name__}")
+
+
+def constraint_violations_by_level(release: Any) -> list[int]:
+    """#CV per level: the (node of that level, cell) pairs that differ from the sum of their
+    children (leaf levels have none)."""
+    if not hasattr(release, "consistency_violations"):
+        raise TypeError(f"expected a NodeHistogramRelease, got {type(release).__name__}")
+    mask = np.asarray(release.consistency_violations())
+    return [int(mask[release.level == lev].sum()) for lev in range(int(release.level.max()) + 1)]
 
 
 def faithfulness_violations(release: Any, G: int) -> int:

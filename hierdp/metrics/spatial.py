@@ -73,7 +73,7 @@ def random_squares(shape: tuple[int, int], n: int, fraction: float, rng: np.rand
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
     g = np.random.default_rng(rng)
-    side = max(1, int(round(math.sqrt(fraction * rows * cols))))
+    side = max(1, round(math.sqrt(fraction * rows * cols)))
     sr, sc = min(side, rows), min(side, cols)
     r0 = g.integers(0, rows - sr + 1, n)
     c0 = g.integers(0, cols - sc + 1, n)

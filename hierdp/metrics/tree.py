@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
-from hierdp.release import Release
+from hierdp.release import TreeRelease
 
 __all__ = [
     "false_discovery_rate_by_level",
@@ -37,7 +37,7 @@ def _check_tree_release(release: Any) -> None:
                         f"{type(release).__name__}; table releases are compared through their to_frame()")
 
 
-def level_errors(release: Release, tree: Any, level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def level_errors(release: TreeRelease, tree: Any, level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(keys, released, true)`` over the union of released and true non-zero nodes of a level."""
     _check_tree_release(release)
     tree = as_topdown_tree(tree)
@@ -63,7 +63,7 @@ def _lookup(sorted_keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> n
     return np.where(sorted_keys[pos] == query, values[pos], 0).astype(np.int64)
 
 
-def _per_level(release: Release, tree: Any, fn: Any, name: str) -> pd.Series:
+def _per_level(release: TreeRelease, tree: Any, fn: Any, name: str) -> pd.Series:
     tree = as_topdown_tree(tree)
     vals = [fn(*level_errors(release, tree, lev), lev, tree) for lev in range(release.n_levels)]
     return pd.Series(vals, index=pd.RangeIndex(release.n_levels, name="level"), name=name, dtype=float)
@@ -89,12 +89,12 @@ def _fnr_pct(k: np.ndarray, r: np.ndarray, t: np.ndarray) -> float:
     return float(100.0 * np.sum(pos & (r <= 0)) / pos.sum()) if pos.any() else float("nan")
 
 
-def max_abs_error_by_level(release: Release, tree: Any) -> pd.Series:
+def max_abs_error_by_level(release: TreeRelease, tree: Any) -> pd.Series:
     """max over the nodes of each level of |released − true| (paper 000 eq. 2)."""
     return _per_level(release, tree, lambda k, r, t, lev, tr: _max_abs(k, r, t), "max_abs_error")
 
 
-def mean_abs_error_by_level(release: Release, tree: Any, *, over: str = "union") -> pd.Series:
+def mean_abs_error_by_level(release: TreeRelease, tree: Any, *, over: str = "union") -> pd.Series:
     """Mean |released − true| per level.
 
     Args:
@@ -114,23 +114,23 @@ def mean_abs_error_by_level(release: Release, tree: Any, *, over: str = "union")
     return _per_level(release, tree, fn, "mean_abs_error")
 
 
-def false_discovery_rate_by_level(release: Release, tree: Any) -> pd.Series:
+def false_discovery_rate_by_level(release: TreeRelease, tree: Any) -> pd.Series:
     """Percent of released positive nodes whose true count is 0 (NaN if none released)."""
     return _per_level(release, tree, lambda k, r, t, lev, tr: _fdr_pct(k, r, t), "false_discovery_rate")
 
 
-def false_negative_rate_by_level(release: Release, tree: Any) -> pd.Series:
+def false_negative_rate_by_level(release: TreeRelease, tree: Any) -> pd.Series:
     """Percent of true non-zero nodes not released as positive (NaN if the level is empty)."""
     return _per_level(release, tree, lambda k, r, t, lev, tr: _fnr_pct(k, r, t), "false_negative_rate")
 
 
-def runtime_by_level(release: Release) -> pd.Series:
+def runtime_by_level(release: TreeRelease) -> pd.Series:
     """Seconds spent per level (as recorded by the mechanism)."""
     return pd.Series(np.asarray(release.timings, dtype=float), index=pd.RangeIndex(len(release.timings), name="level"),
                      name="seconds")
 
 
-def level_report(release: Release, tree: Any) -> pd.DataFrame:
+def level_report(release: TreeRelease, tree: Any) -> pd.DataFrame:
     """All metrics in one frame indexed by level (one key merge per level): level name, released
     nodes, true non-zero nodes, max / mean (over the union) absolute error, false discovery and
     false negative rates in percent, seconds."""

@@ -19,7 +19,7 @@ from numbers import Real
 from typing import Any, Literal
 from collections.abc import Iterable
 
-from hierdp.privacy.accounting import (
+from hierdp.privacy.conversions import (
     Method,
     approx_dp_to_zcdp,
     check_delta,
@@ -27,6 +27,7 @@ from hierdp.privacy.accounting import (
     check_rho,
     zcdp_to_approx_dp,
 )
+from hierdp.privacy.guarantees import implied_guarantees
 from hierdp.privacy.errors import BudgetExceeded, PrivacyError, PrivacyParameterError
 
 __all__ = ["Accountant", "Budget", "Calculus"]
@@ -49,7 +50,7 @@ def _exact(value: object, name: str, check: Any) -> Fraction:
 def _check_non_negative(value: object, name: str) -> None:
     if isinstance(value, (bool, str, bytes)) or not isinstance(value, (Real, Fraction)):
         raise PrivacyParameterError(f"{name} must be a number, got {value!r}")
-    if not (math.isfinite(float(value)) and value >= 0):
+    if not (math.isfinite(float(value)) and float(value) >= 0):
         raise PrivacyParameterError(f"{name} must be finite and >= 0, got {value!r}")
 
 
@@ -99,12 +100,12 @@ class Budget:
 
     # -- constructors -----------------------------------------------------------------------
     @classmethod
-    def pure(cls, epsilon: float) -> Budget:
+    def pure(cls, epsilon: float | Fraction) -> Budget:
         """epsilon-DP, epsilon finite and > 0."""
         return cls("pure", epsilon=_exact(epsilon, "epsilon", check_epsilon))
 
     @classmethod
-    def zcdp(cls, rho: float) -> Budget:
+    def zcdp(cls, rho: float | Fraction) -> Budget:
         """rho-zCDP, rho finite and > 0."""
         return cls("zcdp", rho=_exact(rho, "rho", check_rho))
 
@@ -222,7 +223,7 @@ class Budget:
         # Lets sum(parts) work: sum starts from the integer 0.
         if isinstance(other, int) and not isinstance(other, bool) and other == 0:
             return self
-        return NotImplemented  # type: ignore[return-value]
+        return NotImplemented
 
     def _scaled(self, factor: Fraction) -> Budget:
         def mul(v: Fraction | None) -> Fraction | None:
@@ -321,7 +322,7 @@ class Budget:
         if self._calculus == "approx":
             if Fraction(d) < self._delta:  # type: ignore[operator]
                 raise PrivacyParameterError(
-                    f"delta: an ({float(self._epsilon)}, {float(self._delta)})-DP budget does "
+                    f"delta: an ({self.epsilon}, {self.delta})-DP budget does "
                     f"not imply delta={d}")
             return Budget("approx", epsilon=self._epsilon, delta=Fraction(d))
         if self.is_zero:
@@ -329,26 +330,8 @@ class Budget:
         rho = float(self.to_zcdp()._rho)  # type: ignore[arg-type]
         eps = Fraction(zcdp_to_approx_dp(rho, d, method))
         if self._calculus == "pure":
-            eps = min(eps, self._epsilon)  # type: ignore[type-var]
+            eps = min(eps, self.exact_parameters["epsilon"])
         return Budget("approx", epsilon=eps, delta=Fraction(d))
-
-    def guarantees(self, delta: float | None = None) -> dict[str, dict[str, float]]:
-        """Every guarantee this budget implies, keyed by calculus.
-
-        pure -> pure, zcdp (+ approx, approx_analytic if ``delta``); zcdp -> zcdp (+ approx,
-        approx_analytic if ``delta``); approx -> approx (at ``delta`` if given and larger).
-        """
-        out: dict[str, dict[str, float]] = {self._calculus: self.parameters}
-        if self._calculus == "pure":
-            out["zcdp"] = self.to_zcdp().parameters
-        if delta is None:
-            return out
-        if self._calculus != "approx":
-            out["approx"] = self.to_approx_dp(delta, "numeric").parameters
-            out["approx_analytic"] = self.to_approx_dp(delta, "analytic").parameters
-        elif check_delta(delta) >= float(self._delta):  # type: ignore[arg-type]
-            out["approx"] = self.to_approx_dp(delta).parameters
-        return out
 
 
 def _rebuild_budget(calculus: str, epsilon: Fraction | None, rho: Fraction | None,
@@ -428,11 +411,13 @@ class Accountant:
     def summary(self, delta: float | None = None) -> dict[str, Any]:
         """Machine-readable accounting: total, spent, remaining, ledger, implied guarantees.
 
-        With ``delta``, ``implied`` includes the (eps, delta)-DP guarantee of what was spent
-        (and ``implied_total`` that of the whole budget).
+        ``implied`` (of what was spent) and ``implied_total`` (of the whole budget) list every
+        guarantee :func:`~hierdp.privacy.guarantees.implied_guarantees` gives (with ``delta``, the
+        (eps, delta)-DP ones too), each as ``{"calculus", parameters..., "method", "valid"}``.
         """
-        spent_implied = (self._spent.guarantees(delta) if not self._spent.is_zero
-                         else {self._spent.calculus: self._spent.parameters})
+        spent_implied = ([g.as_dict() for g in implied_guarantees(self._spent, delta)] if not self._spent.is_zero
+                         else [{"calculus": self._spent.calculus, **self._spent.parameters, "method": "as spent",
+                                "valid": True}])
         return {
             "calculus": self._total.calculus,
             "total": self._total.parameters,
@@ -440,7 +425,7 @@ class Accountant:
             "remaining": self.remaining.parameters,
             "ledger": [{"label": label, **b.parameters} for label, b in self._ledger],
             "implied": spent_implied,
-            "implied_total": self._total.guarantees(delta),
+            "implied_total": [g.as_dict() for g in implied_guarantees(self._total, delta)],
         }
 
     def report(self, delta: float | None = None) -> str:
@@ -460,6 +445,7 @@ class Accountant:
             for label, b in self._ledger:
                 lines.append(f"    {label:<{width}}  {fmt(b.parameters)}")
         lines.append("  implied by the spend:")
-        for calc, params in s["implied"].items():
-            lines.append(f"    {calc:<16} {fmt(params)}")
+        for g in s["implied"]:
+            params = {k: v for k, v in g.items() if k not in ("calculus", "method", "valid")}
+            lines.append(f"    {g['calculus']:<7} {fmt(params):<36} {g['method']}")
         return "\n".join(lines)

@@ -32,13 +32,18 @@ import numpy as np
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
 
-#: the largest noise scale (geometric b, or discrete Gaussian σ) whose draws stay far inside int64
+#: the largest noise scale (geometric b, or discrete Gaussian σ) whose draws stay far inside int64:
+#: the one set of int64 limits, used by the calibration here and by every sampler
 MAX_LAPLACE_SCALE = float(2 ** 48)
 MAX_GAUSSIAN_SIGMA2 = float(2 ** 96)
+#: the limit of each sampler parameter, by its name in the samplers (``scale``, ``sigma2``)
+MAX_NOISE_PARAMETER = {"scale": MAX_LAPLACE_SCALE, "sigma2": MAX_GAUSSIAN_SIGMA2}
 
 __all__ = [
     "MAX_GAUSSIAN_SIGMA2",
     "MAX_LAPLACE_SCALE",
+    "MAX_NOISE_PARAMETER",
+    "check_representable",
     "delivered_epsilon",
     "delivered_rho",
     "exact",
@@ -47,6 +52,15 @@ __all__ = [
     "laplace_scale",
     "laplace_scale_per_share",
 ]
+
+
+def check_representable(name: str, arr: np.ndarray) -> None:
+    """Refuse a noise scale (``scale``) or variance (``sigma2``) whose int64 draws could wrap
+    (the samplers' last line of defence; the calibration below refuses such budgets first)."""
+    limit = MAX_NOISE_PARAMETER.get(name)
+    if limit is not None and arr.size and float(np.max(arr)) > limit:
+        raise PrivacyParameterError(f"{name} {float(np.max(arr)):.3g} exceeds {limit:.3g}: its int64 draws could "
+                                    "overflow (the budget is too small for any meaningful release)")
 
 
 def exact(value: Any, name: str = "value") -> Fraction:

@@ -51,10 +51,11 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from hierdp.privacy.calibration import check_representable
 from hierdp.privacy.errors import PrivacyParameterError
 
 __all__ = [
@@ -159,7 +160,7 @@ def node_blocks(streams: NodeStreams, block: int, index: np.ndarray | None = Non
     ends = np.concatenate([cuts, [n]])
     big = (ends - starts >= MIN_RANGE) & (sk[ends - 1] - sk[starts] + 1 <= DENSE * (ends - starts))
     rest = np.ones(n, bool)
-    for s, e in zip(starts[big].tolist(), ends[big].tolist()):
+    for s, e in zip(starts[big].tolist(), ends[big].tolist(), strict=False):
         first = int(sk[s])
         out[order[s:e]] = _range_blocks(first, int(sk[e - 1]) - first + 1, streams.level, block, key)[sk[s:e] - first]
         rest[s:e] = False
@@ -270,8 +271,6 @@ def _laplace_from_word(word: np.ndarray, scale: np.ndarray | float) -> np.ndarra
 
 def _per_node(params: np.ndarray | float, streams: NodeStreams, name: str) -> np.ndarray:
     """``params`` as one float per node (a scalar is broadcast); any other size is refused."""
-    from hierdp.privacy.samplers import check_representable
-
     arr = np.asarray(params, dtype=np.float64)
     check_representable(name, arr)
     n = len(streams)
@@ -308,7 +307,7 @@ def gaussian_tail_table(sigma2: float) -> np.ndarray | None:
     every ``P(|X| >= m)`` keeps its relative precision.
     """
     sigma = math.sqrt(sigma2)
-    size = int(math.ceil(9.5 * sigma)) + 2
+    size = math.ceil(9.5 * sigma) + 2
     if size > TABLE_LIMIT:
         return None
     m = np.arange(size + 1, dtype=np.float64)
@@ -351,7 +350,7 @@ def discrete_gaussian(sigma2: np.ndarray | float, streams: NodeStreams) -> np.nd
         kind = inverse[idx]
         by_table = use_table[kind]
         if values.size == 1 and by_table.all():  # one parameter (a TopDown level): one inversion
-            out[idx] = _gaussian_by_table(node_blocks(streams, 0, idx)[:, 0], tables[0])
+            out[idx] = _gaussian_by_table(node_blocks(streams, 0, idx)[:, 0], cast(np.ndarray, tables[0]))
         elif by_table.any():
             word = node_blocks(streams, 0, idx[by_table] if not by_table.all() else idx)[:, 0]
             groups = kind[by_table]

@@ -29,11 +29,10 @@ Findings (checked by tests against the exact pmf):
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.stats import norm
 
 from hierdp.privacy.errors import PrivacyParameterError
 
@@ -78,7 +77,7 @@ def _moe_arg(moe: object) -> float:
 
 def _z(level: float) -> float:
     """Two-sided normal quantile; exactly 1.96 at 95 % as the paper writes it."""
-    return 1.96 if level == 0.95 else float(norm.ppf(0.5 + level / 2.0))
+    return 1.96 if level == 0.95 else NormalDist().inv_cdf(0.5 + level / 2.0)
 
 
 # -- geometric (discrete Laplace, scale 1/eps) ----------------------------------------------------
@@ -140,6 +139,8 @@ def geometric_epsilon_for_moe(moe: float, level: float = 0.95, method: Method = 
         return math.log(2.0) - np.logaddexp((m + 1) * e, m * e) - math.log(p)
     hi = math.log(math.log(2.0 / p) + 1.0)  # at this eps (m+1) eps > log(2/p): tail < p
     lo = math.log(1e-12)
+    from scipy.optimize import brentq  # imported when a budget is solved for, not with hierdp
+
     root = math.exp(brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14, maxiter=500))
     return root * (1.0 + 1e-9)  # step just past the root so the coverage is >= level in floats
 
@@ -147,7 +148,7 @@ def geometric_epsilon_for_moe(moe: float, level: float = 0.95, method: Method = 
 # -- discrete Gaussian N_Z(sigma2), sigma2 = 1/(2 rho) ---------------------------------------------
 def _dg_cumulative_coverage(sigma2: float) -> np.ndarray:
     """``c[m] = P(|Y| <= m)`` for m = 0..K, K = ceil(40 sigma) + 1, from the exact pmf."""
-    k = int(math.ceil(40.0 * math.sqrt(sigma2))) + 1
+    k = math.ceil(40.0 * math.sqrt(sigma2)) + 1
     x = np.arange(0, k + 1, dtype=np.float64)
     w = np.exp(-x * x / (2.0 * sigma2))  # w[0] = 1; each |x| > 0 appears twice
     two_sided = np.where(x == 0, 1.0, 2.0) * w
@@ -174,7 +175,7 @@ def discrete_gaussian_moe(rho: float, level: float = 0.95, method: Method = "exa
     meth = _method(method)
     sigma2 = 1.0 / (2.0 * r)
     if meth == "paper":
-        return int(math.floor(_z(lev) * math.sqrt(sigma2)))
+        return math.floor(_z(lev) * math.sqrt(sigma2))
     cov = _dg_cumulative_coverage(sigma2)
     return int(np.searchsorted(cov, lev, side="left"))
 
@@ -197,7 +198,7 @@ def discrete_gaussian_rho_for_moe(moe: float, level: float = 0.95, method: Metho
 
     def excess(log_s2: float) -> float:
         s2 = math.exp(log_s2)
-        k = int(math.ceil(40.0 * math.sqrt(s2))) + 1
+        k = math.ceil(40.0 * math.sqrt(s2)) + 1
         x = np.arange(-k, k + 1, dtype=np.float64)
         logw = -x * x / (2.0 * s2)
         inside = np.abs(x) <= m
@@ -206,5 +207,7 @@ def discrete_gaussian_rho_for_moe(moe: float, level: float = 0.95, method: Metho
 
     lo = math.log(1e-6)
     hi = math.log(max((m + 1.0) ** 2, 1.0) * 1e3)
+    from scipy.optimize import brentq
+
     s2 = math.exp(brentq(excess, lo, hi, xtol=1e-13, rtol=1e-13, maxiter=500))
     return (1.0 / (2.0 * s2)) * (1.0 + 1e-9)  # just past the root: coverage >= level in floats

@@ -22,7 +22,7 @@ Memberships are accepted as
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, Union
+from typing import Literal, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 Calculus = Literal["pure", "zcdp", "rdp"]
-Memberships = Union[pd.DataFrame, Mapping, Sequence]
+Memberships: TypeAlias = pd.DataFrame | Mapping | Sequence
 
 
 class StabilityError(PrivacyError):

@@ -152,7 +152,7 @@ def geometric_rdp_numeric(alpha: ArrayLike, epsilon: float, shift: int = 1,
         raise PrivacyParameterError(f"shift must be a non-negative integer, got {shift!r}")
     # the summand decays like exp(-eps |x|) far from the shift; the ratio term adds at most
     # alpha*shift*eps to the exponent.
-    k = int(math.ceil((-math.log(tail_mass) + float(a.max()) * shift * epsilon) / epsilon)) + 2
+    k = math.ceil((-math.log(tail_mass) + float(a.max()) * shift * epsilon) / epsilon) + 2
     x = np.arange(-k, k + int(shift) + 1)
     logp = discrete_laplace_logpmf(x, 1.0 / epsilon)
     logq = discrete_laplace_logpmf(x - int(shift), 1.0 / epsilon)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import secrets
 from fractions import Fraction
-from typing import Union
+from typing import TypeAlias
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class SecureRandom:
             raise PrivacyParameterError(
                 f"seed: SecureRandom draws from the operating system and cannot be seeded "
                 f"(got seed={seed!r}); use make_rng(seed) for reproducible experiments")
-        if backend not in BACKENDS + ("auto",):
+        if backend not in (*BACKENDS, "auto"):
             raise PrivacyParameterError(
                 f"backend must be one of {', '.join(map(repr, BACKENDS))} (or 'auto'), got {backend!r}")
         if backend == "opendp":
@@ -172,7 +172,7 @@ class SecureRandom:
 
 
 #: What the samplers accept as randomness.
-RandomSource = Union[np.random.Generator, SecureRandom]
+RandomSource: TypeAlias = np.random.Generator | SecureRandom
 
 
 def make_rng(seed: int | np.random.Generator | None = None, *,

@@ -25,12 +25,13 @@ See :mod:`hierdp.privacy.rng` for which mode is for what.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Union
+from typing import Any, TypeAlias, cast
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from hierdp.privacy import counter_noise, secure_sampling
+from hierdp.privacy.calibration import check_representable
 from hierdp.privacy.counter_noise import NodeStreams
 from hierdp.privacy.errors import PrivacyParameterError
 from hierdp.privacy.opendp_backend import MAX_SCALE, opendp_discrete_gaussian, opendp_discrete_laplace
@@ -38,7 +39,7 @@ from hierdp.privacy.rng import RandomSource, SecureRandom
 
 __all__ = ["discrete_gaussian", "discrete_laplace", "geometric", "laplace"]
 
-Size = Union[int, Sequence[int], None]
+Size: TypeAlias = int | Sequence[int] | None
 
 
 # -- argument handling ---------------------------------------------------------------------------
@@ -65,7 +66,7 @@ def _shape_of(size: Size, default: tuple[int, ...]) -> tuple[int, ...]:
     return shape
 
 
-def _broadcast(name: str, arr: np.ndarray, value: object, shape: tuple[int, ...]) -> np.ndarray:
+def _broadcast(name: str, arr: np.ndarray, value: Any, shape: tuple[int, ...]) -> np.ndarray:
     try:
         return np.broadcast_to(arr, shape)
     except ValueError as exc:
@@ -95,7 +96,7 @@ def _exact_param(name: str, value: object, size: Size) -> np.ndarray:
     for v in flat:
         if not v > 0:
             raise PrivacyParameterError(f"{name} must be > 0, got {v}")
-    exact = np.empty(len(flat), dtype=object)
+    exact: np.ndarray = np.empty(len(flat), dtype=object)
     exact[:] = flat
     exact = exact.reshape(arr.shape)
     return _broadcast(name, exact, value, _shape_of(size, exact.shape))
@@ -115,18 +116,6 @@ def _positive_param(name: str, value: object, size: Size) -> np.ndarray:
     return _broadcast(name, arr, value, _shape_of(size, arr.shape))
 
 
-#: noise parameters above these would let int64 draws wrap or collapse (see hierdp.privacy.calibration)
-_MAX_PARAM = {"scale": 2.0 ** 48, "sigma2": 2.0 ** 96}
-
-
-def check_representable(name: str, arr: np.ndarray) -> None:
-    """Refuse a noise scale (``scale``) or variance (``sigma2``) whose int64 draws could wrap."""
-    limit = _MAX_PARAM.get(name)
-    if limit is not None and arr.size and float(np.max(arr)) > limit:
-        raise PrivacyParameterError(f"{name} {float(np.max(arr)):.3g} exceeds {limit:.3g}: its int64 draws could "
-                                    "overflow (the budget is too small for any meaningful release)")
-
-
 def _param(name: str, value: object, size: Size, secure: bool) -> np.ndarray:
     """Float64 parameters, or exact Fractions (object array) in secure mode when given as such."""
     if secure and _is_exact(value):
@@ -138,16 +127,16 @@ def _param(name: str, value: object, size: Size, secure: bool) -> np.ndarray:
     return out
 
 
-def _secure_fill(values: np.ndarray, draw: Callable[[Fraction], object],
+def _secure_fill(values: np.ndarray, draw: Callable[[Any], object],
                  dtype: type, exact: bool = True) -> np.ndarray:
     """Call ``draw`` once per entry (converting each distinct parameter once): the ``python``
     backend, one exact draw at a time in Python (interruptible between draws)."""
     flat = values.ravel()
-    out = np.empty(flat.size, dtype=dtype)
+    out: np.ndarray = np.empty(flat.size, dtype=dtype)
     if flat.size == 0:
         return out.reshape(values.shape)
     uniq, inverse = np.unique(flat, return_inverse=True)
-    params = [(u if isinstance(u, Fraction) else Fraction(float(u))) if exact else float(u)
+    params: list[Any] = [(u if isinstance(u, Fraction) else Fraction(float(u))) if exact else float(u)
               for u in uniq]  # a float's exact binary value
     for i, j in enumerate(inverse.ravel()):
         out[i] = draw(params[j])
@@ -219,13 +208,14 @@ def discrete_laplace(scale: float | Fraction | np.ndarray, size: Size,
     secure = _check_rng(rng)
     scale_arr = _param("scale", scale, size, secure)
     if secure:
-        return _secure_integer("laplace", scale_arr, rng)
+        return _secure_integer("laplace", scale_arr, cast(SecureRandom, rng))
     if isinstance(rng, NodeStreams):
         return counter_noise.discrete_laplace(scale_arr.ravel(), rng).reshape(scale_arr.shape)
+    gen = cast(np.random.Generator, rng)
     if scale_arr.size and np.all(scale_arr == scale_arr.flat[0]):
-        out = _np_discrete_laplace(scale_arr.flat[0], scale_arr.size, rng)
+        out = _np_discrete_laplace(scale_arr.flat[0], scale_arr.size, gen)
     else:
-        out = _np_discrete_laplace(scale_arr.ravel(), scale_arr.size, rng)
+        out = _np_discrete_laplace(scale_arr.ravel(), scale_arr.size, gen)
     return out.astype(np.int64, copy=False).reshape(scale_arr.shape)
 
 
@@ -237,7 +227,7 @@ def _scale_at_least(sens: np.ndarray, eps: np.ndarray) -> np.ndarray:
     pairs, inverse = np.unique(np.stack([sens_b.ravel(), eps_b.ravel()]), axis=1,
                                return_inverse=True)
     low = np.array([Fraction(float(q)) < Fraction(float(s)) / Fraction(float(e))
-                    for s, e, q in zip(pairs[0], pairs[1], pairs[0] / pairs[1])], dtype=bool)
+                    for s, e, q in zip(pairs[0], pairs[1], pairs[0] / pairs[1], strict=False)], dtype=bool)
     if low.any():
         up = low[inverse.ravel()].reshape(scale.shape)
         scale = np.where(up, np.nextafter(scale, np.inf), scale)
@@ -302,10 +292,10 @@ def discrete_gaussian(sigma2: float | Fraction | np.ndarray, size: Size,
     secure = _check_rng(rng)
     sigma2_arr = _param("sigma2", sigma2, size, secure)
     if secure:
-        return _secure_integer("gaussian", sigma2_arr, rng)
+        return _secure_integer("gaussian", sigma2_arr, cast(SecureRandom, rng))
     if isinstance(rng, NodeStreams):
         return counter_noise.discrete_gaussian(sigma2_arr.ravel(), rng).reshape(sigma2_arr.shape)
-    return _np_discrete_gaussian(sigma2_arr, rng)
+    return _np_discrete_gaussian(sigma2_arr, cast(np.random.Generator, rng))
 
 
 def laplace(scale: float | np.ndarray, size: Size, rng: RandomSource) -> np.ndarray:
@@ -324,7 +314,7 @@ def laplace(scale: float | np.ndarray, size: Size, rng: RandomSource) -> np.ndar
                         "discrete_gaussian, geometric); pass a numpy Generator or SecureRandom")
     scale_arr = _positive_param("scale", scale, size)
     if secure:
-        if rng.backend == "python":
-            return _secure_fill(scale_arr, rng.laplace, np.float64, exact=False)
-        return secure_sampling.laplace(scale_arr)
-    return rng.laplace(0.0, scale_arr, scale_arr.shape)
+        if cast(SecureRandom, rng).backend == "python":
+            return _secure_fill(scale_arr, cast(SecureRandom, rng).laplace, np.float64, exact=False)
+        return np.asarray(secure_sampling.laplace(scale_arr))
+    return cast(np.random.Generator, rng).laplace(0.0, scale_arr, scale_arr.shape)

@@ -102,6 +102,7 @@ from __future__ import annotations
 import math
 import os
 from fractions import Fraction
+from typing import Any
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -297,7 +298,7 @@ def bernoulli_digits(kappas: KappaTable, row: np.ndarray, n: int,
     pending = [(i, *kappas.tails[int(row if shared else row[i])]) for i in idx.tolist()]
     while pending:
         still = []
-        for (i, x, b), r in zip(pending, source.uint8(len(pending)).tolist()):
+        for (i, x, b), r in zip(pending, source.uint8(len(pending)).tolist(), strict=False):
             x <<= 8
             digit = x // b
             if r != digit:
@@ -417,7 +418,7 @@ def _ratio(value: object) -> tuple[int, int]:
         return value.numerator, value.denominator
     if isinstance(value, (int, np.integer)):
         return int(value), 1
-    return float(value).as_integer_ratio()
+    return float(value).as_integer_ratio()  # type: ignore[arg-type]  # (anything float() takes)
 
 
 def _mask_for(m: int) -> int:
@@ -477,6 +478,9 @@ class _Columns:
         self.shared = shared
         self.__dict__.update(cols)
         self._names = tuple(cols)
+
+    def __getattr__(self, name: str) -> Any:  # the columns, set in __init__ (typed for the checker)
+        raise AttributeError(name)
 
     def take(self, idx: np.ndarray) -> _Columns:
         if self.shared:

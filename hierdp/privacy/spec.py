@@ -4,38 +4,34 @@
   ``epsilon`` (with ``delta``), ``rho`` or a :class:`~hierdp.privacy.budget.Budget`, in the
   calculus its noise lives in: ``"zcdp"`` (discrete Gaussian), ``"pure"`` (geometric / Laplace)
   or ``"approx"`` (noise plus thresholding, e.g. the stability histogram).
-* :class:`Guarantee` and :func:`implied_guarantees` - the guarantee in every calculus a spend
-  implies: pure ε-DP ⇒ (ε²/2)-zCDP ⇒ RDP ⇒ (ε, δ)-DP; ρ-zCDP ⇒ RDP α ↦ ρα ⇒ (ε, δ)-DP by the
-  analytic bound (paper 000 Lemma 3, paper 004 eq. 8) and the tight numeric one (eq. 7).
+* the guarantees a spend implies are :func:`hierdp.privacy.guarantees.implied_guarantees` (one
+  function, used by every release and every ledger);
 * :func:`describe_guarantee` - the one function that words a guarantee (every release, every
   mechanism, the CLI), so that the same privacy reads the same everywhere.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 
-import numpy as np
 
-from hierdp.privacy.accounting import (
+from hierdp.privacy.conversions import (
     check_delta,
     check_epsilon,
+    Method,
     check_rho,
-    rdp_to_approx_dp,
     zcdp_to_approx_dp,
 )
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
+from hierdp.privacy.guarantees import Guarantee
 
 __all__ = [
     "CALCULI",
-    "Guarantee",
     "PrivacySpec",
     "describe_guarantee",
-    "guarantee_text",
-    "implied_guarantees",
 ]
 
 #: The calculi a mechanism's noise can be accounted in.
@@ -43,6 +39,13 @@ CALCULI = ("zcdp", "pure", "approx")
 _CONVERSIONS = ("analytic", "numeric")
 _NOISE_OF = {"zcdp": "discrete Gaussian noise (zCDP)", "pure": "geometric / Laplace noise (pure DP)",
              "approx": "noise with thresholding ((epsilon, delta)-DP)"}
+
+
+def _method(conversion: str) -> Method:
+    """A conversion name, checked (``"analytic"`` or ``"numeric"``)."""
+    if conversion not in _CONVERSIONS:
+        raise PrivacyParameterError(f"conversion must be 'analytic' or 'numeric', got {conversion!r}")
+    return "analytic" if conversion == "analytic" else "numeric"
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,8 @@ class PrivacySpec:
             return cls(budget, float(budget.delta), float(budget.epsilon), conversion)
         if d is None:
             raise PrivacyParameterError("delta: this mechanism is (epsilon, delta)-DP; give delta with epsilon")
-        return cls(Budget.approx(check_epsilon(epsilon, "epsilon"), d), d, float(epsilon), conversion)
+        eps = check_epsilon(epsilon, "epsilon")
+        return cls(Budget.approx(eps, d), d, eps, conversion)
 
     @classmethod
     def _resolve_zcdp(cls, epsilon: float | None, delta: float | None, rho: float | None, budget: Budget | None,
@@ -138,12 +142,12 @@ class PrivacySpec:
             if delta is None:
                 raise PrivacyParameterError(
                     "delta: epsilon needs delta (zCDP Gaussian noise gives (epsilon, delta)-DP)")
-            return cls(Budget.approx(eps, delta).to_zcdp(conversion), delta, eps, conversion)  # type: ignore[arg-type]
+            return cls(Budget.approx(eps, delta).to_zcdp(_method(conversion)), delta, eps, conversion)
         if rho is not None:
             return cls(Budget.zcdp(check_rho(rho, "rho")), delta, None, conversion)
         assert budget is not None
         if budget.calculus == "approx":
-            return cls(budget.to_zcdp(conversion), float(budget.delta), float(budget.epsilon), conversion)
+            return cls(budget.to_zcdp(_method(conversion)), float(budget.delta), float(budget.epsilon), conversion)
         return cls(budget.to_zcdp(), delta, None, conversion)
 
     def implied_epsilon(self, method: str | None = None) -> float | None:
@@ -152,90 +156,8 @@ class PrivacySpec:
             return None
         if self.calculus == "approx":
             return float(self.budget.epsilon)
-        eps = zcdp_to_approx_dp(float(self.budget.to_zcdp().rho), self.delta, method or self.conversion)
+        eps = zcdp_to_approx_dp(float(self.budget.to_zcdp().rho), self.delta, _method(method or self.conversion))
         return min(eps, float(self.budget.epsilon)) if self.calculus == "pure" else float(eps)
-
-
-@dataclass(frozen=True)
-class Guarantee:
-    """One guarantee a release satisfies.
-
-    Attributes:
-        calculus: ``"pure"``, ``"zcdp"``, ``"rdp"`` or ``"approx"``.
-        parameters: ``{"epsilon"}``, ``{"rho"}``, ``{"alpha", "tau"}`` or ``{"epsilon", "delta"}``.
-        method: how it follows from what was spent (e.g. ``"as spent"``, ``"Lemma 3 (analytic)"``).
-        valid: False for figures reported only for comparison (a paper's formula that is not a
-            bound); such entries never count as the release's guarantee.
-    """
-
-    calculus: str
-    parameters: Mapping[str, float]
-    method: str
-    valid: bool = True
-
-    def __str__(self) -> str:
-        p = self.parameters
-        if self.calculus == "pure":
-            return f"{p['epsilon']:.6g}-DP"
-        if self.calculus == "zcdp":
-            return f"{p['rho']:.6g}-zCDP"
-        if self.calculus == "rdp":
-            return f"(alpha={p['alpha']:.6g}, {p['tau']:.6g})-RDP"
-        return f"({p['epsilon']:.6g}, {p['delta']:.3g})-DP"
-
-    def as_dict(self) -> dict[str, Any]:
-        """Flat dict (one row of :meth:`Accounting.to_frame`)."""
-        return {"calculus": self.calculus, **{k: float(v) for k, v in self.parameters.items()},
-                "method": self.method, "valid": self.valid}
-
-
-def _pure_rdp(eps: float) -> Callable[[np.ndarray], np.ndarray]:
-    half_sq = eps * eps / 2.0
-    return lambda a: np.minimum(eps, np.asarray(a, dtype=np.float64) * half_sq)
-
-
-def implied_guarantees(total: Budget, delta: float | None = None, *,
-                       rdp_curve: Callable[[np.ndarray], np.ndarray] | None = None,
-                       zcdp_rho: float | None = None) -> tuple[Guarantee, ...]:
-    """Every guarantee ``total`` implies (at ``delta`` for the (ε, δ) ones).
-
-    Args:
-        total: what was spent (one calculus).
-        delta: δ of the (ε, δ) figures; ``None`` gives none (and no RDP point).
-        rdp_curve: a tighter valid RDP curve than the generic one, if the mechanism has one
-            (e.g. the exact curve of the geometric mechanism, paper 004).
-        zcdp_rho: a tighter valid zCDP ρ than the generic ε²/2 of a pure spend, if known.
-    """
-    out: list[Guarantee] = []
-    calc = total.calculus
-    if calc == "approx":
-        out.append(Guarantee("approx", {"epsilon": float(total.epsilon), "delta": float(total.delta)}, "as spent"))
-        return tuple(out)
-    if calc == "pure":
-        eps = float(total.epsilon)
-        out.append(Guarantee("pure", {"epsilon": eps}, "as spent"))
-        rho = eps * eps / 2.0 if zcdp_rho is None else min(zcdp_rho, eps * eps / 2.0)
-        out.append(Guarantee("zcdp", {"rho": rho}, "pure eps-DP implies (eps^2/2)-zCDP (Bun & Steinke 2016)"
-                             if zcdp_rho is None else "composed per count (eps^2/2-zCDP each)"))
-        curve = rdp_curve if rdp_curve is not None else _pure_rdp(eps)
-    else:
-        rho = float(total.rho)
-        out.append(Guarantee("zcdp", {"rho": rho}, "as spent"))
-        curve = rdp_curve if rdp_curve is not None else (lambda a, r=rho: r * np.asarray(a, dtype=np.float64))
-    if delta is None:
-        return tuple(out)
-    d = check_delta(delta, "delta")
-    eps_rdp, alpha = rdp_to_approx_dp(curve, d)
-    out.append(Guarantee("rdp", {"alpha": alpha, "tau": float(np.asarray(curve(np.array([alpha])))[0])},
-                         "RDP curve at the order best for delta"))
-    if calc == "pure":
-        out.append(Guarantee("approx", {"epsilon": float(total.epsilon), "delta": 0.0}, "pure (delta = 0)"))
-    out.append(Guarantee("approx", {"epsilon": zcdp_to_approx_dp(rho, d, "analytic"), "delta": d},
-                         "zCDP, analytic (paper 000 Lemma 3)"))
-    out.append(Guarantee("approx", {"epsilon": zcdp_to_approx_dp(rho, d, "numeric"), "delta": d},
-                         "zCDP, tight numeric (paper 004 eq. 7)"))
-    out.append(Guarantee("approx", {"epsilon": eps_rdp, "delta": d}, "RDP (paper 004 Lemma 4)"))
-    return tuple(out)
 
 
 def _best(guarantees: Sequence[Guarantee], calculus: str, method_prefix: str = "") -> Guarantee | None:
@@ -287,22 +209,3 @@ def describe_guarantee(accounting: Any) -> str:
     if assumptions:
         s += "; assumes: " + "; ".join(assumptions)
     return s
-
-
-def guarantee_text(spec: PrivacySpec, neighbours: str, extra: str = "") -> str:
-    """Old wording helper (``"ρ-zCDP (neighbours...), implies (ε, δ)-DP ..."``), kept for its import
-    path; new code builds a :class:`hierdp.release.Accounting` and calls :func:`describe_guarantee`."""
-
-    @dataclass
-    class _Words:
-        total: Budget
-        delta: float | None
-        guarantees: tuple = field(default_factory=tuple)
-        unit: Any = None
-        notes: tuple = ()
-        assumptions: tuple = ()
-
-    words = _Words(spec.budget, spec.delta, implied_guarantees(spec.budget, spec.delta))
-    text = describe_guarantee(words)
-    head, _, tail = text.partition(",")
-    return (f"{head} ({neighbours}{extra})," + tail) if tail else f"{head} ({neighbours}{extra})"

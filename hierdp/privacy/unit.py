@@ -38,7 +38,7 @@ from typing import Any
 
 from hierdp.privacy.errors import PrivacyParameterError
 
-__all__ = ["PrivacyUnit", "check_contributions", "level_sensitivity_sq"]
+__all__ = ["PrivacyUnit", "check_contributions"]
 
 
 def check_contributions(value: object, name: str = "contributions") -> int:
@@ -55,7 +55,7 @@ def check_contributions(value: object, name: str = "contributions") -> int:
                 f"{name} must be a positive integer (records per person), got {value!r}: a fractional "
                 "count of records per person has no meaning, and rounding it down would understate the noise")
         value = int(f)
-    m = int(value)  # type: ignore[arg-type]
+    m = int(value)
     if m < 1:
         raise PrivacyParameterError(f"{name} must be a positive integer (records per person), got {value!r}")
     return m
@@ -150,14 +150,3 @@ class PrivacyUnit:
         """Plain-dict form (for frames and JSON)."""
         return {"bounded": self.bounded, "contributions": self.contributions, "distinct": self.distinct,
                 "record": self.record}
-
-
-def level_sensitivity_sq(bounded: bool, contributions: int, distinct: bool = False, *,
-                         finest: bool = True) -> float:
-    """Squared L2 sensitivity of one level's histogram (paper 000 §2.1 and §4.1).
-
-    Bounded (substitution) neighbours: 2m for m distinct records per person, 2m² otherwise;
-    unbounded (add/remove): m, or m². Distinctness only helps at the *finest* level. Kept for the
-    old import path; :meth:`PrivacyUnit.l2_sensitivity_sq` is the same, exact.
-    """
-    return float(PrivacyUnit(bounded, contributions, distinct).l2_sensitivity_sq(finest=finest))

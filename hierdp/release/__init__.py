@@ -2,7 +2,7 @@
 
 * :class:`BaseRelease` - the protocol: ``to_frame()``, ``check_consistency()``, ``accounting``,
   ``accounting_text()``, ``guarantee``, ``mechanism``, ``params``, ``timings``.
-* :class:`TreeRelease` (old name :class:`Release`) and :class:`ReleaseLevel` - a private tree,
+* :class:`TreeRelease` and :class:`ReleaseLevel` - a private tree,
   level by level (TopDown, VanillaGauss, SH).
 * :class:`TableRelease` - a table of counts (SafeTab).
 * :class:`NodeHistogramRelease` - a histogram per node of a tree, consistent per cell (group sizes,
@@ -13,20 +13,19 @@
   :class:`~hierdp.privacy.spec.Guarantee` - one guarantee in one calculus.
 """
 
-from hierdp.privacy.spec import Guarantee
+from hierdp.privacy.guarantees import Guarantee
 from hierdp.release.accounting import Accounting, Spend
 from hierdp.release.base import BaseRelease
 from hierdp.release.histogram import NodeHistogramRelease
 from hierdp.release.spatial import SpatialRelease, SpatialTree
 from hierdp.release.table import TableRelease
-from hierdp.release.tree import Release, ReleaseLevel, TreeRelease
+from hierdp.release.tree import ReleaseLevel, TreeRelease
 
 __all__ = [
            "Accounting",
            "BaseRelease",
            "Guarantee",
            "NodeHistogramRelease",
-           "Release",
            "ReleaseLevel",
            "SpatialRelease",
            "SpatialTree",

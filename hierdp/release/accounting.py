@@ -14,11 +14,10 @@ An :class:`Accounting` holds
   **notes** on what the output is (e.g. "values may be negative").
 
 :meth:`Accounting.text` words it with :func:`hierdp.privacy.spec.describe_guarantee`, the one
-wording function. Paper families subclass it when they have a tighter analysis (SafeTab's exact
-RDP curve of the geometric mechanism, :class:`hierdp.mechanisms.safetab.SafeTabAccounting`).
-
-For code written against the old untyped dict, ``accounting["rho"]``, ``accounting["per_level"]``
-and ``accounting.get(...)`` still work (see :meth:`Accounting.legacy`).
+wording function, and :meth:`Accounting.lines` renders one line per spend: the spends are the only
+ledger. Paper families subclass it when they have a tighter analysis (SafeTab's exact RDP curve of
+the geometric mechanism, :class:`hierdp.mechanisms.safetab.SafeTabAccounting`). Mechanisms build
+it with :meth:`hierdp.mechanisms.base.RunContext.accounting`.
 """
 
 from __future__ import annotations
@@ -26,13 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from hierdp.privacy.budget import Budget
-from hierdp.privacy.spec import Guarantee, describe_guarantee, implied_guarantees
+from hierdp.privacy.guarantees import Guarantee, implied_guarantees
+from hierdp.privacy.spec import describe_guarantee
 from hierdp.privacy.unit import PrivacyUnit
 
 __all__ = ["Accounting", "Spend"]
@@ -161,10 +161,8 @@ class Accounting:
         return pd.DataFrame([s.as_dict() for s in self.spends])
 
     def lines(self) -> list[str]:
-        """Per-part lines for :meth:`hierdp.release.BaseRelease.accounting_text`."""
-        per_level = self.details.get("per_level")
-        if per_level:
-            return [f"  level {item['level']:>2} {item.get('name', ''):<24} {item['spend']}" for item in per_level]
+        """One line per spend (label, budget, noise parameter) for
+        :meth:`hierdp.release.BaseRelease.accounting_text`."""
         width = max((len(s.label) for s in self.spends), default=0)
         return [f"  {s.label:<{width}}  {s.describe()}" for s in self.spends]
 
@@ -184,42 +182,3 @@ class Accounting:
         out["assumptions"] = "; ".join(self.assumptions)
         out["guarantee"] = self.text()
         return out
-
-    # -- the old dict interface --------------------------------------------------------------
-    def legacy(self) -> dict[str, Any]:
-        """The keys of the untyped accounting dict releases used to carry (``rho``, ``delta``,
-        ``epsilon``, ``epsilon_numeric``, ``epsilon_target``, ``conversion``, ``bounded``,
-        ``contributions``, ``guarantee``, plus every entry of :attr:`details`)."""
-        rho = float(self.total.rho) if self.calculus == "zcdp" else None
-        eps_a = eps_n = None
-        for g in self.guarantees:
-            if g.calculus == "approx" and g.method.startswith("zCDP, analytic"):
-                eps_a = g.parameters["epsilon"]
-            if g.calculus == "approx" and g.method.startswith("zCDP, tight"):
-                eps_n = g.parameters["epsilon"]
-        if self.calculus != "zcdp":
-            eps_a = eps_n = float(self.total.epsilon)
-        out: dict[str, Any] = {
-            "rho": rho, "delta": self.delta, "epsilon_target": self.epsilon_target,
-            "epsilon": eps_a, "epsilon_numeric": eps_n, "conversion": self.conversion,
-            "bounded": None if self.unit is None else self.unit.bounded,
-            "contributions": None if self.unit is None else self.unit.contributions,
-            "calculus": self.calculus, "assumptions": list(self.assumptions),
-        }
-        out.update(self.details)
-        out["guarantee"] = self.text()
-        return out
-
-    def __getitem__(self, key: str) -> Any:
-        return self.legacy()[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """``accounting.get(key, default)`` as on the old dict."""
-        return self.legacy().get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.legacy()
-
-    def keys(self) -> Iterator[str]:
-        """The old dict's keys."""
-        return iter(self.legacy().keys())

@@ -24,6 +24,8 @@ from typing import Any
 
 import pandas as pd
 
+from hierdp.release.accounting import Accounting
+
 __all__ = ["BaseRelease"]
 
 
@@ -31,12 +33,12 @@ class BaseRelease(ABC):
     """Shared behaviour of every release (see the module docstring).
 
     Subclasses provide the attributes ``mechanism: str``, ``accounting`` (an
-    :class:`~hierdp.release.accounting.Accounting`; a plain dict is tolerated for releases built by
-    hand), ``params: dict`` and ``timings``; ``solver`` is optional.
+    :class:`~hierdp.release.accounting.Accounting`), ``params: dict`` and ``timings``; ``solver``
+    is optional.
     """
 
     mechanism: str
-    accounting: Any
+    accounting: Accounting
     params: dict
 
     @abstractmethod
@@ -50,10 +52,7 @@ class BaseRelease(ABC):
     @property
     def guarantee(self) -> str:
         """The privacy guarantee in words, e.g. ``"0.0123-zCDP (bounded neighbours ...), implies ..."``."""
-        a = self.accounting
-        if hasattr(a, "text"):
-            return a.text()
-        return str(a.get("guarantee", "")) if isinstance(a, dict) else ""
+        return self.accounting.text()
 
     def intervals(self, level: float = 0.9, *, method: str = "auto", draws: int | None = None, seed: Any = None,
                   progress: bool = False, **options: Any) -> pd.DataFrame:
@@ -73,10 +72,5 @@ class BaseRelease(ABC):
         solver = getattr(self, "solver", None)
         lines = [f"mechanism: {self.mechanism}" + (f" (solver {solver})" if solver else ""),
                  f"guarantee: {self.guarantee}"]
-        a = self.accounting
-        if hasattr(a, "lines"):
-            lines.extend(a.lines())
-        elif isinstance(a, dict):
-            for item in a.get("per_level", []):
-                lines.append(f"  level {item['level']:>2} {item.get('name', ''):<24} {item['spend']}")
+        lines.extend(self.accounting.lines())
         return "\n".join(lines)

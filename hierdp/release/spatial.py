@@ -257,7 +257,7 @@ def _tree_violations(tree: SpatialTree, shape: tuple[int, int]) -> list[str]:
         bad = internal & (sums != v)
     else:
         if not np.all(np.isfinite(v)):
-            return out + ["tree values are NaN or infinite"]
+            return [*out, "tree values are NaN or infinite"]
         sums = np.bincount(p[kids], weights=v[kids], minlength=n)
         scale = np.maximum(1.0, np.bincount(p[kids], weights=np.abs(v[kids]), minlength=n))
         bad = internal & (np.abs(sums - v) > CONSISTENCY_RTOL * scale)

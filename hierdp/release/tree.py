@@ -17,7 +17,7 @@ import pandas as pd
 
 from hierdp.release.base import BaseRelease
 
-__all__ = ["Release", "ReleaseLevel", "TreeRelease"]
+__all__ = ["ReleaseLevel", "TreeRelease"]
 
 
 @dataclass
@@ -49,8 +49,7 @@ class TreeRelease(BaseRelease):
         mechanism: e.g. ``"InfTDA"``.
         solver: the registered name of the post-processing solver (``None`` for baselines
             without one).
-        accounting: a :class:`~hierdp.release.accounting.Accounting` (``accounting["rho"]``,
-            ``accounting["per_level"]`` still read as on the old dict).
+        accounting: a :class:`~hierdp.release.accounting.Accounting`.
         timings: seconds per level (index = level; level 0 covers the root).
         solver_stats: one dict per level (solver statistics, group counts, sizes, timings).
         namer: object with ``key_names(level, keys)`` / ``key_columns(level, keys)``.
@@ -162,6 +161,3 @@ class TreeRelease(BaseRelease):
                 f"solver={self.solver!r}, levels={self.n_levels}, "
                 f"nodes per level={sizes}, guarantee={self.guarantee!r})")
 
-
-#: The old name of :class:`TreeRelease` (``hierdp.release.Release``), kept for existing code.
-Release = TreeRelease

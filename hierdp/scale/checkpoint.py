@@ -28,6 +28,7 @@ equals the uninterrupted run bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -206,7 +207,7 @@ class CheckpointRun:
         if checkpoint is not None and resume is not None and Path(checkpoint).resolve() != Path(resume).resolve():
             raise CheckpointError(f"checkpoint={str(checkpoint)!r} and resume={str(resume)!r} differ: a resumed run "
                                   "keeps writing to the checkpoint it resumes; give one directory")
-        header = {
+        header: dict[str, Any] = {
             "mechanism": identity_params(mech),
             "fingerprint": tree_fingerprint(tree),
             "randomness": "secure" if secure else "seeded",
@@ -322,8 +323,6 @@ class CheckpointRun:
             state.paths.append(paths)
             state.timings.append(float(entry["timing"]))
             state.stats.append(_decode(entry["stats"]))
-            if entry.get("per_level") is not None:
-                state.per_level.append(_decode(entry["per_level"]))
         return self.levels_done
 
     # -- writing ----------------------------------------------------------------------------
@@ -348,10 +347,8 @@ class CheckpointRun:
         stage = self.directory / STAGING / f"level={int(level)}"
         os.replace(stage, final)
         _fsync_dir(self.directory)
-        per_level = next((it for it in reversed(state.per_level) if it.get("level") == level), None)
         self.manifest["levels"].append({"level": int(level), "files": files, "rows": len(lv),
-                                        "timing": float(state.timings[level]), "stats": _encode(state.stats[level]),
-                                        "per_level": _encode(per_level) if per_level is not None else None})
+                                        "timing": float(state.timings[level]), "stats": _encode(state.stats[level])})
         self.manifest["spends"] = [{"label": s.label, "budget": _encode(s.budget), "details": _encode(dict(s.details))}
                                    for s in ctx.spends]
         self.manifest["spent"] = _encode(ctx.spent)
@@ -372,10 +369,8 @@ class CheckpointRun:
         (self.directory / MANIFEST).unlink(missing_ok=True)
         shutil.rmtree(self.directory / STAGING, ignore_errors=True)
         if self.created:
-            try:
+            with contextlib.suppress(OSError):  # something else was put there meanwhile: leave it
                 self.directory.rmdir()
-            except OSError:  # something else was put there meanwhile: leave it
-                pass
 
     def _clean_uncommitted(self) -> None:
         """Delete what an interrupted run left uncommitted: staged parts and level directories the

@@ -40,6 +40,7 @@ import numpy as np
 
 from hierdp.scale.errors import EngineError, SchedulerUnreachable
 from hierdp.scale.partition import child_counts, partition_rows
+import contextlib
 
 __all__ = ["ENGINES", "DaskEngine", "Engine", "ProcessEngine", "SerialEngine", "resolve_engine"]
 
@@ -51,7 +52,7 @@ DEFAULT_PARTITION_CHILDREN = 1 << 20
 #: platform has it, else "spawn"
 START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 #: what a forkserver imports before it forks workers
-PRELOAD = ["hierdp.mechanisms.topdown.engine", "hierdp.scale.executors", "hierdp.scale.checkpoint"]
+PRELOAD = ["hierdp.mechanisms.topdown.mechanism", "hierdp.scale.executors", "hierdp.scale.checkpoint"]
 
 
 def pool_context(method: str | None = None) -> Any:
@@ -169,10 +170,10 @@ class DaskEngine(_PartitionedEngine):
                                                                                                   "scheduler_address"):
                 raise EngineError(f"executor for engine='dask' must be a distributed.Client, a LocalCluster or a "
                                   f"scheduler address, got {kind}")
-        try:
-            import distributed
-        except ImportError as exc:
-            raise EngineError("engine='dask' needs dask.distributed: pip install 'hierdp[dask]'") from exc
+        import importlib.util
+
+        if importlib.util.find_spec("distributed") is None:
+            raise EngineError("engine='dask' needs dask.distributed: pip install 'hierdp[dask]'")
         self.executor = executor
         self.workers = int(workers)
         self.connect_timeout = float(connect_timeout)
@@ -227,11 +228,14 @@ class Session:
 
     workers = 1
     partition_children = DEFAULT_PARTITION_CHILDREN
+    engine_name = ""
+    #: children per parent seen at each level so far (sizes the next level's partitions)
+    _fan_out: dict[int, float]
 
     def run_level(self, mech: Any, tree: Any, L: int, prev: Any, param: Any, sens: int, source: Any,
                   prev_paths: np.ndarray | None, stage_dir: Any = None) -> tuple[Any, dict[str, Any], Any, list | None]:
         """Level ``L + 1`` from the released level ``L`` (``prev``): ``(level, stats, paths, files)``."""
-        from hierdp.mechanisms.topdown.engine import merge_level_stats
+        from hierdp.mechanisms.topdown.mechanism import merge_level_stats
         from hierdp.release import ReleaseLevel
 
         alive = np.flatnonzero(prev.values > 0)
@@ -342,10 +346,8 @@ class _ProcessSession(Session):
     def close(self) -> None:
         if self._own:
             self.executor.shutdown(wait=True, cancel_futures=True)
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self._path)
-        except OSError:
-            pass
 
 
 # -- dask -----------------------------------------------------------------------------------------
@@ -361,7 +363,7 @@ class _DaskSession(Session):
 
         from distributed import Client, LocalCluster
 
-        self._fan_out = {}
+        self._fan_out: dict[int, float] = {}
         self.partition_children = engine.partition_children
         self._cluster = None
         self._own_client = True

@@ -20,7 +20,7 @@ import pandas as pd
 from hierdp.hierarchy.builders import FrameStructure, frame_structure
 from hierdp.hierarchy.domain import DECLARED, OBSERVED, check_domain_attributes, observed_assumption
 from hierdp.hierarchy.errors import HierarchyError
-from hierdp.hierarchy.topdown_tree import gather_children
+from hierdp._segments import gather_ranges
 
 __all__ = ["LevelTree"]
 
@@ -132,7 +132,7 @@ class LevelTree:
         """See :meth:`TopDownTree.expand <hierdp.hierarchy.topdown_tree.TopDownTree.expand>`."""
         pk = np.asarray(parent_keys, dtype=np.int64)
         starts = self._child_ptr[pk]
-        kids, offsets = gather_children(starts, self._child_ptr[pk + 1] - starts)
+        kids, offsets = gather_ranges(starts, self._child_ptr[pk + 1] - starts)
         return kids, offsets, self._counts[kids]
 
     def child_counts(self, level: int, parent_keys: np.ndarray) -> np.ndarray:
@@ -191,5 +191,5 @@ class LevelTree:
         return h
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{nm}={int(k)}" for nm, k in zip(self.level_names, np.diff(self._level_ptr)))
+        sizes = ", ".join(f"{nm}={int(k)}" for nm, k in zip(self.level_names, np.diff(self._level_ptr), strict=False))
         return f"LevelTree(n={self._parent.size}, total={self.root_count}, levels: {sizes})"

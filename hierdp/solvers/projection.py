@@ -133,14 +133,10 @@ def integer_l2(x: np.ndarray | list[float], total: int) -> np.ndarray:
     ``k = sum(p - floor(p)) < #{p_i > 0}`` units are the cheapest "next units" (a unit costing
     exactly ``1 - 2 tau`` elsewhere only ties). Each coordinate gets at most one extra unit, so a
     single sort by marginal cost suffices.
-
-    Alias: :func:`round_projection`.
     """
     x = np.asarray(x, dtype=np.float64).ravel()
     return integer_l2_batch(x, np.array([0, x.size]), np.array([total]))
 
-
-round_projection = integer_l2
 
 
 def check_projection(out: np.ndarray, offsets: np.ndarray, totals: np.ndarray, values: np.ndarray) -> None:

@@ -142,7 +142,7 @@ def _apply(spine: Spine, lev: int, chosen: np.ndarray, note: str) -> Spine:
     owner = np.repeat(chosen, nch[chosen])
     m = kids.size
     # combined arrays: old geounits (chosen ones dropped below), then the new ones
-    names = np.concatenate([spine.names, np.array([f"{spine.names[p]}>{spine.names[k]}" for p, k in zip(owner, kids)],
+    names = np.concatenate([spine.names, np.array([f"{spine.names[p]}>{spine.names[k]}" for p, k in zip(owner, kids, strict=False)],
                                                   dtype=object)])
     parent = np.concatenate([spine.parent, spine.parent[owner]])
     level = np.concatenate([spine.level, np.full(m, lev, np.int64)])

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from hierdp._segments import children_csr, gather_ranges
 from hierdp.errors import HierdpError
 
 __all__ = ["Spine", "SpineError", "as_fraction", "parse_proportions"]
@@ -88,8 +89,8 @@ def parse_proportions(proportions: Mapping[str, Any] | Sequence[Any], level_name
         seq = list(proportions)
         if len(seq) != len(names):
             raise SpineError(f"{what}: {len(seq)} proportions for {len(names)} geolevels {names}")
-        vals = [as_fraction(v, f"{what}[{n!r}]") for v, n in zip(seq, names)]
-    for n, v in zip(names, vals):
+        vals = [as_fraction(v, f"{what}[{n!r}]") for v, n in zip(seq, names, strict=False)]
+    for n, v in zip(names, vals, strict=False):
         if v <= 0:
             raise SpineError(f"{what}: geolevel {n!r} has proportion {v} (every proportion must be > 0)")
     total = sum(vals, Fraction(0))
@@ -105,7 +106,7 @@ class _Ops:
     items: tuple[str, ...] = ()
 
     def plus(self, text: str) -> _Ops:
-        return _Ops(self.items + (text,))
+        return _Ops((*self.items, text))
 
 
 @dataclass(frozen=True, eq=False)
@@ -138,7 +139,7 @@ class Spine:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_arrays(cls, level_names: Sequence[str], names: Sequence[Any], parent: Sequence[int],
+    def from_arrays(cls, level_names: Sequence[str], names: Sequence[Any], parent: Sequence[int] | np.ndarray,
                     proportions: Mapping[str, Any] | Sequence[Any], *, gamma: Sequence[Any] | None = None,
                     base: Iterable[Any] | None = None, check: bool = True) -> Spine:
         """A spine from a parent array (any node order; it is put in level order).
@@ -251,7 +252,7 @@ class Spine:
         if dup.any():
             raise SpineError(f"block {blocks[np.flatnonzero(dup)[0]]!r} is listed twice: the blocks do not partition "
                              "the base")
-        level_names = [root_level or root] + levels
+        level_names = [root_level or root, *levels]
         names: list[Any] = [root]
         parent: list[np.ndarray] = [np.array([-1])]
         prev_codes = np.zeros(len(df), dtype=np.int64)  # index of each row's geounit at the previous level
@@ -346,13 +347,9 @@ class Spine:
     def children_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, child)``: children of geounit u are ``child[ptr[u]:ptr[u+1]]`` (in spine order;
         level order makes them contiguous)."""
-        nch = self.n_children
-        ptr = np.zeros(self.n + 1, np.int64)
-        np.cumsum(nch, out=ptr[1:])
-        child = np.flatnonzero(self.parent >= 0)
-        return ptr, child[np.argsort(self.parent[child], kind="stable")]
+        return children_csr(self.parent, self.n)
 
-    def gamma(self, u: int) -> Fraction:
+    def gamma(self, u: int | np.integer) -> Fraction:
         """γ of geounit ``u``, exactly."""
         return Fraction(int(self.gamma_num[u]), self.gamma_den)
 
@@ -516,17 +513,13 @@ def _depths(parent: np.ndarray, names: np.ndarray) -> np.ndarray:
     level); refuses nodes not below the root (a cycle), naming one."""
     n = parent.size
     depth = np.full(n, -1, np.int64)
-    has = parent >= 0
-    kids_all = np.flatnonzero(has)
-    kids_all = kids_all[np.argsort(parent[kids_all], kind="stable")]
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(parent[has], minlength=n), out=ptr[1:])
-    frontier = np.flatnonzero(~has)
+    ptr, kids_all = children_csr(parent, n)
+    frontier = np.flatnonzero(parent < 0)
     depth[frontier] = 0
     d = 0
     while frontier.size:
         d += 1
-        kids = kids_all[gather_ranges(ptr[frontier], ptr[frontier + 1])]
+        kids = kids_all[gather_ranges(ptr[frontier], ptr[frontier + 1] - ptr[frontier])[0]]
         kids = kids[depth[kids] < 0]
         depth[kids] = d
         frontier = kids
@@ -534,16 +527,6 @@ def _depths(parent: np.ndarray, names: np.ndarray) -> np.ndarray:
         i = int(np.flatnonzero(depth < 0)[0])
         raise SpineError(f"geounit {names[i]!r} is not below the root (a cycle in the parent array)")
     return depth
-
-
-def gather_ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(starts[i], stops[i])`` over i, vectorized."""
-    lens = np.maximum(np.asarray(stops, np.int64) - np.asarray(starts, np.int64), 0)
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    first = np.repeat(np.asarray(starts, np.int64) - (np.cumsum(lens) - lens), lens)
-    return first + np.arange(total, dtype=np.int64)
 
 
 def _level_order(parent: np.ndarray, depth: np.ndarray) -> np.ndarray:

@@ -121,7 +121,10 @@ class Entities:
         if pos.size != spine.n_blocks:
             missing = np.setdiff1d(np.arange(spine.n_blocks), pos)
             raise SpineError(f"entities: block {spine.block_names[missing[0]]!r} has no row in the frame")
-        names, cat, ptr, parts = [], [], [0], []
+        names: list[Any] = []
+        cat: list[Any] = []
+        ptr: list[int] = [0]
+        parts: list[Any] = []
         codes = np.full((spine.n_blocks, len(categories)), -1, np.int64)
         for j, col in enumerate(categories):
             vals = frame[col]

@@ -85,7 +85,7 @@ def strategy(spine: Spine, groups: Sequence[np.ndarray], shares: Sequence[Any], 
     meas = np.flatnonzero(spine.measured)
     tot = as_fraction(budget, "budget")
     blocks, var = [], []
-    for Q, a in zip(groups, shares_f):
+    for Q, a in zip(groups, shares_f, strict=False):
         Q = np.atleast_2d(np.asarray(Q, dtype=float))
         blocks.append(workload(B[meas], Q))
         v = np.array([_noise_variance(calculus, tot, spine.gamma(u) * a, sensitivity) for u in meas])

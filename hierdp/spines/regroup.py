@@ -90,7 +90,7 @@ def optimize_block_groups(spine: Spine, entities: Entities | Any, *, fanout_cuto
     border = np.arange(nb)
     # classes (tract, key) ordered by their first block
     cls_key = t * (int(key.max()) + 1 if key.size else 1) + key
-    uk, first, inv = np.unique(cls_key, return_index=True, return_inverse=True)
+    _uk, first, inv = np.unique(cls_key, return_index=True, return_inverse=True)
     inv = inv.ravel()
     cls_first = first[inv]
     order = np.lexsort((border, cls_first, t))
@@ -116,7 +116,7 @@ def optimize_block_groups(spine: Spine, entities: Entities | Any, *, fanout_cuto
     # names: tract name + running index within the tract
     within = np.arange(new_bg.size) - np.searchsorted(bg_tract, bg_tract)
     width = len(str(int(within.max()) + 1)) if within.size else 1
-    bg_names = np.array([f"{spine.names[a]}:{i:0{width}d}" for a, i in zip(bg_tract, within)], dtype=object)
+    bg_names = np.array([f"{spine.names[a]}:{i:0{width}d}" for a, i in zip(bg_tract, within, strict=False)], dtype=object)
     # assemble level-ordered arrays: levels above bg unchanged
     upper = np.arange(lp[bg])
     block_nodes = spine.blocks[order]
@@ -146,7 +146,7 @@ def optimize_tract_groups(spine: Spine, entities: Entities | Any, *, county_leve
         raise SpineError("tract groups need a tract-group geolevel and a tract geolevel below the county geolevel")
     _check_fresh(spine, [cl, tg, tr], "optimize_tract_groups")
     table = osed_table(spine, ents)
-    ptr, child = spine.children_csr()
+    _ptr, _child = spine.children_csr()
     lp = spine.level_ptr
     tracts = np.arange(lp[tr], lp[tr + 1])
     tract_county = spine.parent[spine.parent[tracts]]
@@ -177,14 +177,17 @@ def optimize_tract_groups(spine: Spine, entities: Entities | Any, *, county_leve
     upper = np.arange(lp[tg])
     den = spine.gamma_den
     g_tg = spine.proportions[tg].numerator * (den // spine.proportions[tg].denominator)
-    tg_names, tg_parent, tract_order, tract_parent_local = [], [], [], []
+    tg_names: list[str] = []
+    tg_parent: list[int] = []
+    tract_list: list[int] = []
+    tract_parent_local: list[int] = []
     for county in counties:
         for j, grp in enumerate(new_groups[int(county)]):
             tg_names.append(f"{spine.names[county]}/tg{j}")
             tg_parent.append(int(county))
-            tract_order.extend(grp)
+            tract_list.extend(grp)
             tract_parent_local.extend([len(tg_names) - 1] * len(grp))
-    tract_order = np.asarray(tract_order, np.int64)
+    tract_order = np.asarray(tract_list, np.int64)
     n_tg = len(tg_names)
     names = [spine.names[upper], np.asarray(tg_names, object), spine.names[tract_order]]
     parent = [spine.parent[upper], np.asarray(tg_parent, np.int64), lp[tg] + np.asarray(tract_parent_local, np.int64)]
@@ -215,7 +218,7 @@ def _group_county(county: int, tracts: np.ndarray, e_t: np.ndarray, u_t: np.ndar
                   up: _Ancestors | None) -> list[list[int]]:
     """Tract groups of one county (lists of tract geounit indices)."""
     T = tracts.size
-    cutoff = max(int(math.floor(math.sqrt(T) + fanout_cutoff)), 1)
+    cutoff = max(math.floor(math.sqrt(T) + fanout_cutoff), 1)
     sel = np.arange(u_t.size)  # the touched (entity, tract) pairs of this county
     ents = np.unique(e_t[sel])
     E = ents.size
@@ -244,7 +247,8 @@ def _group_county(county: int, tracts: np.ndarray, e_t: np.ndarray, u_t: np.ndar
     C, CC, ents = C[keep], CC[keep], ents[keep]
     if ents.size == 0:
         # chunk the current groups (not the tracts) so premerged groups stay whole
-        merged, cur = [], []
+        merged: list[Any] = []
+        cur: list[Any] = []
         for g in groups:
             if cur and len(cur) + len(g) > cutoff:
                 merged.append(cur)
@@ -255,8 +259,8 @@ def _group_county(county: int, tracts: np.ndarray, e_t: np.ndarray, u_t: np.ndar
         return [[int(tracts[j]) for j in g] for g in merged]
     xs = [C[:, g].sum(1) for g in groups]
     ys = [CC[:, g].sum(1) for g in groups]
-    cT = [np.minimum(x, y + 1) for x, y in zip(xs, ys)]
-    cTT = [np.minimum(y, x + 1) for x, y in zip(xs, ys)]
+    cT = [np.minimum(x, y + 1) for x, y in zip(xs, ys, strict=False)]
+    cTT = [np.minimum(y, x + 1) for x, y in zip(xs, ys, strict=False)]
     X = np.sum(cT, axis=0)
     Y = np.sum(cTT, axis=0)
 

@@ -106,7 +106,7 @@ def unit_information(groups: Sequence[np.ndarray], shares: Sequence[Any], *, cal
     if any(Q.shape[1] != K for Q in mats):
         raise SpineError("every query group needs the same number of cells")
     tot = as_fraction(budget, "budget")
-    J0 = sum(Q.T @ Q / _noise_variance(calculus, tot, a, sensitivity) for Q, a in zip(mats, shares_f))
+    J0 = sum(Q.T @ Q / _noise_variance(calculus, tot, a, sensitivity) for Q, a in zip(mats, shares_f, strict=False))
     if np.linalg.matrix_rank(J0) < K:
         raise SpineError("the strategy does not determine every cell (include the detailed query)")
     return J0

@@ -122,11 +122,11 @@ def test_overwrite_replaces_atomically_and_secure_mode_says_so(tmp_path, capsys)
     out = tmp_path / "out.csv.gz"
     args = ["release", str(src), "--levels", "a,b", "--count", "n", "--epsilon", "1", "--quiet", "-o", str(out),
             "--observed-domain-public"]
-    assert main(args + ["--seed", "0"]) == 0
+    assert main([*args, "--seed", "0"]) == 0
     first = out.read_bytes()
-    assert main(args + ["--seed", "0"]) == 2 and "--overwrite" in capsys.readouterr().err
+    assert main([*args, "--seed", "0"]) == 2 and "--overwrite" in capsys.readouterr().err
     assert out.read_bytes() == first
-    assert main(args + ["--secure", "--overwrite"]) == 0
+    assert main([*args, "--secure", "--overwrite"]) == 0
     captured = capsys.readouterr()
     assert "randomness: secure" in captured.out and "warning" not in captured.err
     back = pd.read_csv(out)  # gzip inferred from the final name
@@ -139,10 +139,10 @@ def test_unseeded_run_draws_and_prints_a_seed_that_reproduces_it(tmp_path, capsy
     pd.DataFrame({"a": ["x", "y", "y"], "b": ["p", "q", "r"], "n": [30, 40, 50]}).to_csv(src, index=False)
     base = ["release", str(src), "--levels", "a,b", "--count", "n", "--rho", "0.01", "--quiet",
             "--observed-domain-public"]
-    assert main(base + ["-o", str(tmp_path / "a.csv")]) == 0
+    assert main([*base, "-o", str(tmp_path / "a.csv")]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("randomness:"))
     seed = line.split("seed ")[1].split()[0]
-    assert main(base + ["-o", str(tmp_path / "b.csv"), "--seed", seed]) == 0
+    assert main([*base, "-o", str(tmp_path / "b.csv"), "--seed", seed]) == 0
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
 
 

@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 
 from hierdp.cli import main
-from hierdp.comparison import COLUMNS, compare, configurations, summary
+from hierdp.comparison import COMMON_COLUMNS, METRICS, compare, configurations, summary
 from hierdp.hierarchy import Hierarchy
 from hierdp.mechanisms import registry
 from hierdp.privacy.domain import ObservedDomainError
 
 PNG = b"\x89PNG\r\n\x1a\n"
+COLUMNS = COMMON_COLUMNS + METRICS["tree"]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_solvers_and_refusals_become_statuses(tree) -> None:
                     delta=1e-8, seeds=2)
     confs = frame.drop_duplicates(["mechanism", "status", "message"])
     by = {(m, s): (st, msg) for m, s, st, msg in zip(frame["mechanism"], frame["solver"], frame["status"],
-                                                   frame["message"])}
+                                                   frame["message"], strict=False)}
     assert by[("inftda", "intopt")][0] == "ok"
     assert by[("inftda", "projection")][0] == "unsupported"  # projection solves l2, not the L-inf levels
     assert "linf" in by[("inftda", "projection")][1]
@@ -158,3 +159,45 @@ def test_cli_compare_on_an_input_file(tmp_path, monkeypatch, capsys) -> None:
     assert sorted(frame["seed"].unique()) == [0, 7] and set(frame["mechanism"]) == {"inftda", "tda_l2"}
     assert not (tmp_path / "r.png").exists()
     assert "domain: declared by --geo geo.csv" in capsys.readouterr().out
+
+
+HOUSEHOLDS = "hh,state,county,size\n" + "\n".join(
+    f"h{i},{'AB'[i % 2]},{'AB'[i % 2]}{i % 3},{1 + (i * 7) % 5}" for i in range(60)) + "\n"
+POINTS = "px,py\n" + "\n".join(f"{(i * 37) % 100 / 10},{(i * 53) % 100 / 10}" for i in range(200)) + "\n"
+
+
+@pytest.mark.parametrize("layout", ["groups", "points"])
+def test_cli_compare_on_group_sizes_and_points_writes_its_csv_and_figure(tmp_path, monkeypatch, capsys, layout):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    if layout == "groups":
+        (tmp_path / "in.csv").write_text(HOUSEHOLDS)
+        flags = ["--unit", "hh", "--levels", "state,county", "--size", "size", "--max-size", "5",
+                 "--observed-domain-public", "--mechanisms", "pgsr_mdp,pgsr_chain_dp"]
+        kind, levels, mechs = "group_sizes", 3, 2
+    else:
+        (tmp_path / "in.csv").write_text(POINTS)
+        flags = ["--x", "px", "--y", "py", "--box", "0", "10", "0", "10", "--grid", "16", "--queries", "40",
+                 "--mechanisms", "identity,ag,htf", "--solvers", "twopass"]
+        kind, levels, mechs = "points", 4, 3
+    assert main(["compare", "in.csv", "-o", "r.csv", "--seeds", "2", "--quiet", *flags]) == 0
+    out = capsys.readouterr().out
+    frame = pd.read_csv(tmp_path / "r.csv")
+    assert list(frame.columns) == COMMON_COLUMNS + METRICS[kind]
+    assert len(frame) == mechs * 2 * levels and (frame["status"] == "ok").all() and set(frame["input"]) == {kind}
+    assert (tmp_path / "r.png").read_bytes()[:8] == PNG
+    assert "mean over seeds" in out and "wrote" in out
+
+
+def test_cli_compare_refuses_mechanisms_of_another_layout_and_release_only_flags(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.csv").write_text(HOUSEHOLDS)
+    base = ["compare", "in.csv", "--unit", "hh", "--levels", "state,county", "--size", "size", "--max-size", "5",
+            "--observed-domain-public", "--quiet"]
+    assert main([*base, "--mechanisms", "inftda"]) == 2
+    assert "--mechanisms inftda does not release group sizes" in capsys.readouterr().err
+    assert main([*base, "--region-totals-public"]) == 2
+    assert "applies to hierdp release, not to compare" in capsys.readouterr().err
+    assert main([*base, "--rho", "0.5"]) == 2
+    assert "give --epsilon, not --rho" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]  # nothing written

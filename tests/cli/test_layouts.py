@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from hierdp.cli import main
-from hierdp.cli.layouts import (GROUP_SIZE_MECHANISMS, OTHER_INPUT_MECHANISMS, POINT_MECHANISMS, TREE_MECHANISMS,
-                                mechanisms_for)
+from hierdp.cli.layouts import mechanisms_for
 from hierdp.mechanisms import registry
 
 COUNTS = "state,county,pop\n01,01001,100\n01,01003,50\n02,02001,63\n"
@@ -26,6 +25,13 @@ ARGV = {
     "points": ["release", "p.csv", "-o", "out.csv", "--x", "px", "--y", "py", "--box", "0", "4", "0", "4",
                "--grid", "4", "--epsilon", "1", "--seed", "0", "--quiet"],
 }
+# the oracle: what each built-in mechanism releases, written from the papers (independent of the
+# registry's metadata, which the command line reads)
+TREE_MECHANISMS = ("inftda", "tda_l2", "tda_l2_exact", "tda_linf", "vanilla", "sh", "topdown")
+POINT_MECHANISMS = ("htf", "identity", "uniform", "ug", "ag", "quadtree", "kdtree", "privelet")
+GROUP_SIZE_MECHANISMS = ("pgsr_mh", "pgsr_mh_relaxed", "pgsr_mdp", "pgsr_mhc", "pgsr_mhc_relaxed",
+                         "pgsr_cumulative_dp", "pgsr_chain_dp", "pgsr_topdown")
+OTHER_INPUT_MECHANISMS = ("census_topdown", "safetab")
 FITS = {"tree": TREE_MECHANISMS, "groups": GROUP_SIZE_MECHANISMS, "points": POINT_MECHANISMS}
 MISFITS = [(layout, m) for layout in ARGV for m in registry.names() if m not in FITS[layout]]
 
@@ -42,12 +48,15 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_every_builtin_mechanism_has_a_layout():
-    """A built-in mechanism added to the registry must be classified here, else a tree layout
-    would offer it (the CLI treats unknown names as third-party tree mechanisms)."""
+def test_each_layout_offers_the_mechanisms_whose_registered_input_it_builds():
+    """The registry's input metadata against the papers' oracle above: every built-in is in
+    exactly one group, and each layout offers exactly its group."""
     groups = [set(TREE_MECHANISMS), set(POINT_MECHANISMS), set(GROUP_SIZE_MECHANISMS), set(OTHER_INPUT_MECHANISMS)]
     assert sum(len(g) for g in groups) == len(set().union(*groups))  # disjoint
     assert set().union(*groups) == set(registry.describe())
+    for layout, names in FITS.items():
+        assert sorted(mechanisms_for(layout)) == sorted(names)
+    assert {registry.info(n).input for n in OTHER_INPUT_MECHANISMS} == {"spine_histograms", "persons"}
 
 
 def _run(workdir, capsys, argv):
@@ -96,15 +105,23 @@ def test_compare_runs_tree_mechanisms_only(workdir, capsys):
     assert "--mechanisms htf does not release a tree of counts" in line
 
 
-def test_third_party_mechanisms_count_as_tree_mechanisms(monkeypatch):
-    monkeypatch.setitem(registry._EXTRA, "my_tree_mech", (lambda **kw: None, "a test mechanism"))
+def test_third_party_mechanisms_go_where_their_declared_input_says(monkeypatch):
+    monkeypatch.setattr(registry, "_EXTRA", dict(registry._EXTRA))  # undone after the test
+    registry.register("my_tree_mech", lambda **kw: None, "a test mechanism", input="tree")
+    registry.register("my_point_mech", lambda **kw: None, "a test mechanism", input="points", solver_shapes=["tree"])
     assert "my_tree_mech" in mechanisms_for("tree")
     assert "my_tree_mech" not in mechanisms_for("points") + mechanisms_for("groups")
+    assert "my_point_mech" in mechanisms_for("points") and registry.info("my_point_mech").takes_solver
+    with pytest.raises(ValueError, match="input must be one of"):
+        registry.register("bad_mech", lambda **kw: None, input="cubes")
+    with pytest.raises(ValueError, match="unknown problem shape 'cube'"):
+        registry.register("bad_mech", lambda **kw: None, input="tree", solver_shapes=["cube"])
 
 
 def test_the_mechanism_listing_shows_each_input(capsys):
     assert main(["mechanisms"]) == 0
-    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in lines[1:lines.index("")]}
     for names, label in ((TREE_MECHANISMS, "trees"), (POINT_MECHANISMS, "points"),
                          (GROUP_SIZE_MECHANISMS, "group sizes"), (tuple(OTHER_INPUT_MECHANISMS), "Python API")):
         for name in names:

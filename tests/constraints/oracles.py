@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from hierdp.mechanisms.topdown.noise import DiscreteGaussianNoise
+from hierdp.privacy.noise import DiscreteGaussianNoise
 
 
 @dataclass

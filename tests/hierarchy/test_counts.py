@@ -67,7 +67,7 @@ def test_od_counts_stay_exact_beyond_float64() -> None:
     trips = pd.DataFrame({"o": ["a", "a", "b"], "d": ["c", "c", "a"], "n": [2**53 + 1, 2, 1]})
     t = ODTree.from_trips(trips, origin="o", destination="d", count="n", origin_geo=GEO)
     assert t.root_count == 2**53 + 4
-    keys, counts = t.nonzero(t.n_levels - 1)
+    _keys, counts = t.nonzero(t.n_levels - 1)
     assert sorted(int(c) for c in counts) == [1, 2**53 + 3]
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from hierdp.datasets import world_cities_hierarchy
 from hierdp.hierarchy import Geography, Hierarchy, HierarchyError, ODTree, UnknownNodeError
-from hierdp.hierarchy.synthetic import random_partition, synthetic_od
+from hierdp.datasets.flows import random_partition, synthetic_od
 from hierdp.hierarchy.topdown_tree import as_topdown_tree
 from hierdp.mechanisms import InfTDA
 from hierdp.mechanisms.topdown.baselines import VanillaGauss
@@ -165,8 +165,8 @@ def _appearances(tree_of, mechanism, name: str, runs: int) -> int:
                          ids=["inftda", "vanilla"])
 def test_observed_domain_reveals_a_lone_resident(mechanism) -> None:
     runs, eps, delta = 200, 1.0, 1e-8
-    with_person = lambda: Hierarchy.from_frame(_people(True), LEVELS, observed_domain_public=True)  # noqa: E731
-    moved = lambda: Hierarchy.from_frame(_people(False), LEVELS, observed_domain_public=True)  # noqa: E731
+    with_person = lambda: Hierarchy.from_frame(_people(True), LEVELS, observed_domain_public=True)
+    moved = lambda: Hierarchy.from_frame(_people(False), LEVELS, observed_domain_public=True)
     seen_d = _appearances(with_person, mechanism, "N/Lonely", runs)
     seen_neighbour = _appearances(moved, mechanism, "N/Lonely", runs)
     # observed domain: Lonely exists only when its resident does; a large share against none

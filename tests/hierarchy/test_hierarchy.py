@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hierdp.models import Problem
 from hierdp.hierarchy import Hierarchy, InconsistentCountError, UnknownLevelError, UnknownNodeError
 
 LEVELS = ["region", "province", "city"]
@@ -94,7 +95,7 @@ def test_from_edges_leaf_counts_match_descendant_oracle() -> None:
     h = Hierarchy.from_edges(edges, counts=leaf, level_names=["world", "continent", "country", "city"])
     assert_canonical(h)
     oracle = descendant_oracle(edges, leaf)
-    assert {nm: int(c) for nm, c in zip(h.names, h.counts)} == oracle
+    assert {nm: int(c) for nm, c in zip(h.names, h.counts, strict=False)} == oracle
     # a leaf (JP) can sit above the deepest level
     assert h.level[h.index_of("JP")] == 2 and h.is_leaf[h.index_of("JP")]
     assert h.level_counts("continent").to_dict() == {"EU": 12, "AS": 11}
@@ -104,7 +105,7 @@ def test_from_edges_frame_and_full_counts_checked() -> None:
     edges = pd.DataFrame({"p": ["r", "r", "a", "a"], "c": ["a", "b", "x", "y"]})
     full = pd.Series({"r": 6, "a": 3, "b": 3, "x": 1, "y": 2})
     h = Hierarchy.from_edges(edges, counts=full)
-    assert dict(zip(h.names, h.counts)) == full.to_dict()
+    assert dict(zip(h.names, h.counts, strict=False)) == full.to_dict()
     with pytest.raises(InconsistentCountError, match=r"'a' has count 4 but its children sum to 3"):
         Hierarchy.from_edges(edges, counts={"r": 7, "a": 4, "b": 3, "x": 1, "y": 2})
     # check=False trusts the caller
@@ -135,7 +136,7 @@ def test_from_graph_internal_counts_optional() -> None:
     g = nx.DiGraph([("r", "a"), ("r", "b"), ("a", "c"), ("a", "d")])
     nx.set_node_attributes(g, {"b": 2, "c": 3, "d": 4, "a": 7}, "count")
     h = Hierarchy.from_graph(g)
-    assert dict(zip(h.names, h.counts)) == {"r": 9, "a": 7, "b": 2, "c": 3, "d": 4}
+    assert dict(zip(h.names, h.counts, strict=False)) == {"r": 9, "a": 7, "b": 2, "c": 3, "d": 4}
 
 
 def test_from_arrays_any_order_gives_same_canonical_hierarchy() -> None:
@@ -148,7 +149,7 @@ def test_from_arrays_any_order_gives_same_canonical_hierarchy() -> None:
     p2 = [int(inv[parent[k]]) if parent[k] >= 0 else -1 for k in perm]
     h2 = Hierarchy.from_arrays([names[k] for k in perm], p2, [counts[k] for k in perm])
     assert_canonical(h2)
-    assert dict(zip(h.names, h.counts)) == dict(zip(h2.names, h2.counts)) == {
+    assert dict(zip(h.names, h.counts, strict=False)) == dict(zip(h2.names, h2.counts, strict=False)) == {
         "r": 6, "a": 3, "b": 3, "x": 1, "y": 2, "z": 3}
 
 
@@ -205,17 +206,17 @@ def test_with_counts_and_aggregate() -> None:
     assert np.array_equal(h.aggregate(by_name), h.counts)
 
 
-def test_to_problem_true_counts_feasible() -> None:
+def test_problem_from_hierarchy_true_counts_feasible() -> None:
     df = random_frame(np.random.default_rng(5), 300, True)
     h = Hierarchy.from_frame(df, LEVELS, count="n")
     rng = np.random.default_rng(6)
     noisy = h.counts + rng.normal(0, 3, h.n)
-    p = h.to_problem(noisy, objective="l1")
+    p = Problem.from_hierarchy(h, noisy, objective="l1")
     assert p.violations(h.counts) == []
     assert p.fixed[0] == h.counts[0] and np.isnan(p.fixed[1:]).all()
     assert list(p.names) == list(h.names) and np.array_equal(p.parent, h.parent)
     assert p.objective_value(h.counts) == pytest.approx(np.abs(noisy - h.counts)[1:].sum())
-    p2 = h.to_problem(pd.Series(noisy, index=h.names), fix_root=False, weights=np.full(h.n, 2.0))
+    p2 = Problem.from_hierarchy(h, pd.Series(noisy, index=h.names), fix_root=False, weights=np.full(h.n, 2.0))
     assert np.isnan(p2.fixed).all() and p2.violations(h.counts) == []
     assert p2.objective_value(h.counts) == pytest.approx(2 * ((noisy - h.counts) ** 2).sum())
     # a wrong root violates the fixed root
@@ -241,20 +242,17 @@ def test_aggregate_equals_descendant_sum_oracle(tree) -> None:
     names, parent, raw = tree
     edges = [(names[p], names[k]) for k, p in enumerate(parent) if p >= 0]
     has_kids = {p for p, _ in edges}
-    leaf_counts = {nm: c for nm, c in zip(names, raw) if nm not in has_kids}
+    leaf_counts = {nm: c for nm, c in zip(names, raw, strict=False) if nm not in has_kids}
     counts = [leaf_counts.get(nm, np.nan) for nm in names]
     h = Hierarchy.from_arrays(names, parent, np.array(counts, dtype=object))
     assert_canonical(h)
-    if edges:
-        oracle = descendant_oracle(edges, leaf_counts)
-    else:
-        oracle = {names[0]: leaf_counts[names[0]]}
-    assert {nm: int(c) for nm, c in zip(h.names, h.counts)} == oracle
+    oracle = descendant_oracle(edges, leaf_counts) if edges else {names[0]: leaf_counts[names[0]]}
+    assert {nm: int(c) for nm, c in zip(h.names, h.counts, strict=False)} == oracle
     leaves = np.array([leaf_counts[nm] for nm in h.names[h.leaves]], dtype=np.int64)
     assert np.array_equal(h.aggregate(leaves), h.counts)
     if edges:
         h2 = Hierarchy.from_edges(edges, counts=leaf_counts)
-        assert {nm: int(c) for nm, c in zip(h2.names, h2.counts)} == oracle
+        assert {nm: int(c) for nm, c in zip(h2.names, h2.counts, strict=False)} == oracle
 
 
 def test_large_counts_stay_exact() -> None:

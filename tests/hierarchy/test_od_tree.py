@@ -25,7 +25,7 @@ def _random_geo(rng: np.random.Generator, g: int, max_fan: int, prefix: str) -> 
         for p in paths:
             # top level: at least 2 areas (a single-valued first column is the whole space)
             for k in range(int(rng.integers(2 if lev == 0 else 1, max_fan + 1))):
-                new.append(p + [f"{prefix}{lev}_{'.'.join(p[-1:] )}{k}"])
+                new.append([*p, f"{prefix}{lev}_{'.'.join(p[-1:])}{k}"])
         paths = new
     return pd.DataFrame(paths, columns=[f"L{i + 1}" for i in range(g)])
 
@@ -48,7 +48,7 @@ def _brute_levels(geo_o: pd.DataFrame, geo_d: pd.DataFrame, trips: pd.DataFrame,
     for L in range(2 * g + 1):
         a, b = (L // 2, (L + 1) // 2) if kind == "destination" else ((L + 1) // 2, L // 2)
         table = {(u, v): 0 for u in areas(geo_o, a) for v in areas(geo_d, b)}
-        for o, d in zip(trips["o"], trips["d"]):
+        for o, d in zip(trips["o"], trips["d"], strict=False):
             table[(anc(geo_o, o, a), anc(geo_d, d, b))] += 1
         out.append(table)
     return out
@@ -85,21 +85,21 @@ def test_expand_matches_dense_enumeration(seed: int, g: int, kind: str, same: bo
     for L in range(tree.n_levels):
         a, b = tree.level_pairs[L]
         o, d = np.divmod(keys, tree.destination_geo.sizes[b])
-        got = dict(zip(zip(_path_of(tree.origin_geo, a, o), _path_of(tree.destination_geo, b, d)),
-                       tree.counts(L, keys)))
+        got = dict(zip(zip(_path_of(tree.origin_geo, a, o), _path_of(tree.destination_geo, b, d), strict=False),
+                       tree.counts(L, keys), strict=False))
         # every potential pair appears exactly once (zero pairs included), with the right count
         assert len(got) == len(keys) == len(brute[L]) == tree.level_size(L)
         assert got == brute[L]
         nz_keys, nz_counts = tree.nonzero(L)
         assert int(nz_counts.sum()) == n and np.all(np.diff(nz_keys) > 0)
-        if L + 1 < tree.n_levels:
+        if tree.n_levels > L + 1:
             ck, off, cc = tree.expand(L, keys)
             assert off[0] == 0 and off[-1] == ck.size
             # children sum to parents; parent_of inverts expand
             assert np.array_equal(np.add.reduceat(cc, off[:-1]) if ck.size else cc, tree.counts(L, keys))
             assert np.array_equal(tree.parent_of(L + 1, ck), np.repeat(keys, np.diff(off)))
             # step L -> L+1 refines the destination first in the destination tree
-            a2, b2 = tree.level_pairs[L + 1]
+            _a2, b2 = tree.level_pairs[L + 1]
             refined = "d" if b2 > b else "o"
             assert refined == ("d" if (L % 2 == 0) == (kind == "destination") else "o")
             keys = ck
@@ -112,13 +112,13 @@ def test_destination_tree_level_semantics() -> None:
     # level 1: total -> region of destination; level 2: region -> region; ...
     assert tree.level_names == ["total->total", "total->reg", "reg->reg", "reg->mun", "mun->mun"]
     k, c = tree.nonzero(1)
-    assert dict(zip(tree.key_names(1, k), c)) == {"total->A": 1, "total->B": 2}
+    assert dict(zip(tree.key_names(1, k), c, strict=False)) == {"total->A": 1, "total->B": 2}
     k, c = tree.nonzero(3)
-    assert dict(zip(tree.key_names(3, k), c)) == {"A->a2": 1, "A->b1": 1, "B->b1": 1}
+    assert dict(zip(tree.key_names(3, k), c, strict=False)) == {"A->a2": 1, "A->b1": 1, "B->b1": 1}
     origin = ODTree.from_trips(trips, origin="o", destination="d", origin_geo=geo, kind="origin")
     assert origin.level_names[1] == "reg->total"
     k, c = origin.nonzero(1)
-    assert dict(zip(origin.key_names(1, k), c)) == {"A->total": 2, "B->total": 1}
+    assert dict(zip(origin.key_names(1, k), c, strict=False)) == {"A->total": 2, "B->total": 1}
 
 
 def test_count_column_and_hierarchy_geography() -> None:
@@ -162,11 +162,11 @@ def test_large_sparse_universe_stays_small() -> None:
     tree = ODTree.from_trips(trips, origin="o", destination="d", origin_geo=geo)
     assert tree.level_size(tree.n_levels - 1) == 10 ** 8
     assert tree.root_count == 100_000
-    table_bytes = sum(k.nbytes + c.nbytes for k, c in zip(tree._keys, tree._counts))
+    table_bytes = sum(k.nbytes + c.nbytes for k, c in zip(tree._keys, tree._counts, strict=False))
     assert table_bytes < 20 * 16 * 100_000  # O(nnz * levels), nowhere near 10^8 entries
     # expanding a few surviving nodes of the last step generates their children only
     k, _ = tree.nonzero(tree.n_levels - 2)
-    ck, off, cc = tree.expand(tree.n_levels - 2, k[:10])
+    ck, _off, cc = tree.expand(tree.n_levels - 2, k[:10])
     assert ck.size == 10 * 50 and cc.sum() == tree.counts(tree.n_levels - 2, k[:10]).sum()
 
 
@@ -191,7 +191,7 @@ def test_hierarchy_adapter_expand() -> None:
     h = Hierarchy.from_frame(df, levels=["s", "c"], count="n")
     t = HierarchyTree(h)
     assert t.n_levels == 3 and t.root_count == 7
-    ck, off, cc = t.expand(0, np.array([t.root_key]))
+    ck, _off, cc = t.expand(0, np.array([t.root_key]))
     assert list(t.key_names(1, ck)) == ["A", "B"] and list(cc) == [3, 4]
     ck2, off2, cc2 = t.expand(1, ck)
     assert list(cc2) == [3, 0, 4] and list(off2) == [0, 2, 3]
@@ -201,7 +201,7 @@ def test_hierarchy_adapter_expand() -> None:
 def test_synthetic_generator_geography_with_whole_space_column() -> None:
     """A geography frame whose first column is the whole space (LEVEL0) gives 2g+1 levels, and
     trips + geography build the same tree as the authors' level layout."""
-    from hierdp.hierarchy.synthetic import binary_partition, synthetic_od
+    from hierdp.datasets.flows import binary_partition, synthetic_od
 
     part = binary_partition(4)
     syn = synthetic_od(part, zero_probability=0.9, seed=3)

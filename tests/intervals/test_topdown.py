@@ -77,7 +77,7 @@ def _exact_coverage(level: float, construction: str, near_zero: bool = False) ->
 def test_simulated_re_releases_follow_the_enumerated_law():
     tree = _tree()
     rel = InfTDA(rho=1 / SIGMA2).release(tree, seed=4)
-    assert rel.accounting.details["per_level"][1]["sigma2"] == pytest.approx(SIGMA2)
+    assert rel.accounting.spends[0].details["sigma2"] == pytest.approx(SIGMA2)  # level 1 (the root is public)
     r = np.zeros(3, np.int64)
     r[rel.levels[1].keys - 1] = rel.levels[1].values  # node keys 1..3 are a, b, c
     sims = simulate(rel, tree, 20_000, np.random.default_rng(0), implied=True)

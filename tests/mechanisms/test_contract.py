@@ -21,6 +21,7 @@ import pytest
 from hierdp.hierarchy.od import ODTree
 from hierdp.mechanisms import MechanismParameterError, create, names
 from hierdp.mechanisms.safetab import PopulationGroupLevel
+from hierdp.mechanisms.testing import check_mechanism
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.domain import ObservedDomainError
 from hierdp.privacy.errors import BudgetExceeded, PrivacyParameterError
@@ -79,7 +80,7 @@ def _spine_histograms():
     return SpineHistograms(spine, np.array([[3, 1], [0, 2], [5, 0]]))
 
 
-from spatial.contract_cases import SPATIAL_CASES  # noqa: E402  (paper 002's mechanisms)
+from mechanisms.spatial.contract_cases import SPATIAL_CASES
 
 CASES.update(SPATIAL_CASES)
 CALCULI = {"zcdp": {"zcdp", "rdp", "approx"}, "pure": {"pure", "zcdp", "rdp", "approx"}, "approx": {"approx"}}
@@ -93,6 +94,13 @@ def _analytic(rho: float, delta: float) -> float:
 
 def test_every_registered_mechanism_has_a_contract_case():
     assert set(names()) == set(CASES)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_check_mechanism_passes_for_every_registered_mechanism(name):
+    """The public contract check (hierdp.mechanisms.testing), as a third party would run it."""
+    params, data, _ = CASES[name]
+    check_mechanism(name, params(), data())
 
 
 @pytest.mark.parametrize("name", list(CASES))

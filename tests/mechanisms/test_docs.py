@@ -19,7 +19,7 @@ def test_mechanisms_doc_examples_run(monkeypatch, capsys):
     assert len(blocks) >= 4
     namespace: dict = {}
     for block in blocks:
-        exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - our own documentation
+        exec(compile(block, str(DOC), "exec"), namespace)
     out = capsys.readouterr().out
     assert "mechanism: InfTDA (solver intopt)" in out
     assert "0.5-DP (pure; bounded neighbours (n public), m=1 records per person)" in out

@@ -10,7 +10,8 @@ import pytest
 
 from hierdp import metrics
 from hierdp.hierarchy.od import ODTree
-from hierdp.release import Release, ReleaseLevel
+from hierdp.privacy.budget import Budget
+from hierdp.release import Accounting, ReleaseLevel, TreeRelease
 
 
 @pytest.fixture()
@@ -21,7 +22,7 @@ def tree() -> ODTree:
     return ODTree.from_trips(trips, origin="o", destination="d", origin_geo=geo)
 
 
-def _rel(tree: ODTree, level_entries: list[list[tuple[str, str, int, int]]]) -> Release:
+def _rel(tree: ODTree, level_entries: list[list[tuple[str, str, int, int]]]) -> TreeRelease:
     """Build a release from (origin, dest, value, parent position) per level."""
     levels = [ReleaseLevel(np.array([0]), np.array([-1]), np.array([4]))]
     for L, entries in enumerate(level_entries, start=1):
@@ -30,7 +31,8 @@ def _rel(tree: ODTree, level_entries: list[list[tuple[str, str, int, int]]]) -> 
         keys = [list(og.names[a]).index(o) * dg.sizes[b] + list(dg.names[b]).index(d) for o, d, _, _ in entries]
         levels.append(ReleaseLevel(np.array(keys, np.int64), np.array([p for *_, p in entries], np.int64),
                                    np.array([v for _, _, v, _ in entries], np.int64)))
-    return Release(levels, tree.level_names, "hand", None, {}, [0.5, 1.0, 2.0], namer=tree.namer)
+    acc = Accounting(mechanism="hand", total=Budget.zcdp(1.0))
+    return TreeRelease(levels, tree.level_names, "hand", None, acc, [0.5, 1.0, 2.0], namer=tree.namer)
 
 
 def test_hand_computed_metrics(tree: ODTree) -> None:
@@ -90,6 +92,7 @@ def test_metrics_match_dense_computation_on_a_real_release(tree: ODTree) -> None
 def test_table_releases_are_refused_with_a_clear_message(tree: ODTree) -> None:
     from hierdp.release import TableRelease
 
-    table = TableRelease(frame=pd.DataFrame({"value": [1]}), accounting={})
+    table = TableRelease(frame=pd.DataFrame({"value": [1]}), accounting=Accounting(mechanism="hand",
+                                                                                   total=Budget.zcdp(1.0)))
     with pytest.raises(TypeError, match="tree release"):
         metrics.level_report(table, tree)

@@ -20,6 +20,7 @@ from hierdp.privacy import (
     approx_dp_to_zcdp,
     zcdp_to_approx_dp,
 )
+from hierdp.privacy.guarantees import implied_guarantees
 
 BAD_POSITIVE = [0.0, -1.0, float("nan"), float("inf"), "0.5", None, True]
 BAD_DELTA = [0.0, 1.0, -0.1, 1.5, float("nan")]
@@ -112,7 +113,7 @@ def test_split_proportions_compose_back_exactly(proportions: list[float]) -> Non
     parts = whole.split(proportions)
     assert sum(parts) == whole
     # Ratios are exactly the requested ones (normalisation is exact).
-    for part, p in zip(parts, proportions):
+    for part, p in zip(parts, proportions, strict=False):
         assert part.exact_parameters["epsilon"] / whole.exact_parameters["epsilon"] \
             == Fraction(p) / sum(Fraction(q) for q in proportions)
     # Floats of the parts never sum to more than the whole beyond rounding of each part.
@@ -169,11 +170,13 @@ def test_conversions() -> None:
     assert as_zcdp.to_approx_dp(1e-6).epsilon < (Budget.pure(0.1) * 100).epsilon
     with pytest.raises(PrivacyParameterError, match="delta"):
         target.to_approx_dp(1e-9)  # a smaller delta is not implied
-    g = z.guarantees(1e-6)
-    assert set(g) == {"zcdp", "approx", "approx_analytic"}
-    assert g["approx"]["epsilon"] <= g["approx_analytic"]["epsilon"]
-    assert set(Budget.pure(1.0).guarantees()) == {"pure", "zcdp"}
-    assert set(target.guarantees(1e-6)) == {"approx"}
+    g = {x.method: x for x in implied_guarantees(z, 1e-6)}
+    assert {x.calculus for x in g.values()} == {"zcdp", "rdp", "approx"}
+    assert g["zCDP, tight numeric (paper 004 eq. 7)"].parameters["epsilon"] == zcdp_to_approx_dp(0.5, 1e-6)
+    assert (g["zCDP, tight numeric (paper 004 eq. 7)"].parameters["epsilon"]
+            <= g["zCDP, analytic (paper 000 Lemma 3)"].parameters["epsilon"])
+    assert {x.calculus for x in implied_guarantees(Budget.pure(1.0))} == {"pure", "zcdp"}
+    assert {x.calculus for x in implied_guarantees(target, 1e-6)} == {"approx"}
 
 
 # -- accountant -----------------------------------------------------------------------------------
@@ -222,7 +225,8 @@ def test_summary_and_report() -> None:
     assert s["calculus"] == "zcdp" and s["total"] == {"rho": 0.5}
     assert s["spent"] == {"rho": 0.5} and s["remaining"] == {"rho": 0.0}
     assert [e["label"] for e in s["ledger"]] == ["level 0", "level 1"]
-    assert s["implied"]["approx"]["epsilon"] == zcdp_to_approx_dp(0.5, 1e-8)  # the same conversion
+    numeric = next(g for g in s["implied"] if g["method"].startswith("zCDP, tight numeric"))
+    assert numeric["epsilon"] == zcdp_to_approx_dp(0.5, 1e-8)  # the same conversion
     text = acc.report(delta=1e-8)
     for needle in ("zcdp", "level 0", "level 1", "remaining", "approx", "rho=0.5"):
         assert needle in text

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 
 import mpmath
 import numpy as np
@@ -45,7 +45,7 @@ mpmath.mp.dps = 40
 
 
 # -- exact laws (mpmath) ---------------------------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def dg_law(sigma2: Fraction) -> tuple[int, np.ndarray, float]:
     """``(L, pmf on [-L, L], mass beyond L on each side)`` of N_Z(0, sigma2)."""
     s = mpmath.mpf(sigma2.numerator) / sigma2.denominator
@@ -59,7 +59,7 @@ def dg_law(sigma2: Fraction) -> tuple[int, np.ndarray, float]:
     return L, np.concatenate([half[:0:-1], half]), max(float((Z - inner) / (2 * Z)), 0.0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def dl_law(scale: Fraction) -> tuple[int, np.ndarray, float]:
     """``(L, pmf on [-L, L], mass beyond L on each side)`` of the discrete Laplace."""
     b = mpmath.mpf(scale.numerator) / scale.denominator
@@ -84,13 +84,12 @@ def chi_square_pvalue(samples: np.ndarray, law: tuple[int, np.ndarray, float],
     starts = np.concatenate(([-L], edges))
     ends = np.concatenate((edges - 1, [L]))
     cum = np.concatenate(([0.0], np.cumsum(pmf)))
-    exp_bins = [tail] + list(cum[ends + L + 1] - cum[starts + L]) + [tail]
+    exp_bins = [tail, *list(cum[ends + L + 1] - cum[starts + L]), tail]
     inner = samples[(samples >= -L) & (samples <= L)]
     pos = np.searchsorted(starts, inner, side="right") - 1
-    obs_bins = [np.sum(samples < -L)] + list(np.bincount(pos, minlength=starts.size)) + \
-        [np.sum(samples > L)]
+    obs_bins = [np.sum(samples < -L), *list(np.bincount(pos, minlength=starts.size)), np.sum(samples > L)]
     merged_obs, merged_exp, acc_o, acc_e = [], [], 0.0, 0.0
-    for o, e in zip(obs_bins, exp_bins):  # pool from the left until a bin expects enough
+    for o, e in zip(obs_bins, exp_bins, strict=False):  # pool from the left until a bin expects enough
         acc_o, acc_e = acc_o + o, acc_e + e * n
         if acc_e >= MIN_EXPECTED:
             merged_obs.append(acc_o)
@@ -213,7 +212,7 @@ def test_geometric_scale_never_below_the_exact_quotient() -> None:
     sens = np.concatenate([[1.0, 2.0, 3.0, 1.0], gen.uniform(0.5, 10, 300)])
     eps = np.concatenate([[0.3, 0.7, 0.1, 1e-3], gen.uniform(1e-3, 5, 300)])
     scale = _scale_at_least(sens, eps)
-    for s, e, q in zip(sens, eps, scale):
+    for s, e, q in zip(sens, eps, scale, strict=False):
         exact = Fraction(s) / Fraction(e)
         assert Fraction(q) >= exact > Fraction(np.nextafter(q, 0))  # the smallest such float
 

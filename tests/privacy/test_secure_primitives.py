@@ -86,7 +86,7 @@ def test_bernoulli_ratio_decides_exactly_as_a_lazy_comparison(den_bits: int) -> 
     den = [pyrng.randrange(1 << (den_bits - 1), 1 << den_bits) | 1 for _ in range(n)]
     num = [pyrng.choice([0, d, d - 1, 1, pyrng.randrange(d + 1)]) for d in den]
     width = digit_width(max(den))
-    script, expected = lazy_script([Fraction(a, b) for a, b in zip(num, den)], width, pyrng)
+    script, expected = lazy_script([Fraction(a, b) for a, b in zip(num, den, strict=False)], width, pyrng)
     source = ScriptedBytes(script)
     got = ss.bernoulli_ratio(np.array(num), np.array(den), n, source)
     assert got.tolist() == expected

@@ -10,7 +10,8 @@ import pytest
 
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
-from hierdp.privacy.spec import PrivacySpec, describe_guarantee, guarantee_text, implied_guarantees
+from hierdp.privacy.guarantees import implied_guarantees
+from hierdp.privacy.spec import PrivacySpec, describe_guarantee
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release import Accounting
 
@@ -128,8 +129,5 @@ def test_one_wording_for_every_calculus():
                         "assumes: the observed domain is public")
     a = Accounting(mechanism="m", total=Budget.approx(1.0, 1e-6), unit=unit, delta=1e-6)
     assert a.text() == "(1, 1e-06)-DP (bounded neighbours (n public), m=1 records per person)"
-    # the old helper keeps its shape
     spec = PrivacySpec.resolve(epsilon=1.0, delta=1e-8)
-    old = guarantee_text(spec, "bounded neighbours (n public)", ", m=1 records per user")
-    assert old.startswith(f"{spec.rho:.6g}-zCDP (bounded neighbours (n public), m=1 records per user), implies (1, 1e-08)")
     assert math.isclose(spec.implied_epsilon("analytic"), 1.0, rel_tol=1e-12)

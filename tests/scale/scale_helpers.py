@@ -21,11 +21,11 @@ def random_tree(fan: tuple[int, ...] = (4, 5, 6, 7), seed: int = 0, zero_share: 
                 nxt.append(c)
         frontier = nxt
     counts = rng.poisson(20, len(frontier)) * (rng.random(len(frontier)) > zero_share)
-    return Hierarchy.from_edges(edges, counts=dict(zip(frontier, counts.tolist())))
+    return Hierarchy.from_edges(edges, counts=dict(zip(frontier, counts.tolist(), strict=False)))
 
 
 def same_levels(a, b) -> bool:
     """Two tree releases with the same nodes, parents and values at every level."""
     return len(a.levels) == len(b.levels) and all(
         np.array_equal(x.keys, y.keys) and np.array_equal(x.parent, y.parent) and np.array_equal(x.values, y.values)
-        for x, y in zip(a.levels, b.levels))
+        for x, y in zip(a.levels, b.levels, strict=False))

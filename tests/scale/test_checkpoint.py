@@ -36,7 +36,7 @@ def _interrupt_at(monkeypatch, level: int) -> None:
     original = TopDownMechanism._process_chunk
 
     def dying(self, tree, L, *args, **kwargs):
-        if L + 1 == level:
+        if level == L + 1:
             raise _Interrupt(f"killed in level {level}")
         return original(self, tree, L, *args, **kwargs)
 
@@ -77,7 +77,7 @@ def test_the_checkpoint_is_a_parquet_dataset_of_the_levels(tmp_path):
         rows = frame[frame["level"].astype(int) == L]
         np.testing.assert_array_equal(rows["key"].to_numpy(), lv.keys)
         np.testing.assert_array_equal(rows["value"].to_numpy(), lv.values)
-        keys, parent, values, _ = read_level(ck, manifest["levels"][L])
+        _keys, parent, _values, _ = read_level(ck, manifest["levels"][L])
         np.testing.assert_array_equal(parent, lv.parent)
 
 
@@ -115,7 +115,7 @@ def test_a_secure_resume_never_redraws_finished_levels(tmp_path, monkeypatch):
     assert manifest["randomness"] == "secure" and manifest["noise_key"] is None
     before = [read_level(ck, e) for e in manifest["levels"]]
     resumed = InfTDA(epsilon=1.0, delta=1e-8, secure=True).release(TREE, resume=ck)
-    for L, (keys, parent, values, _) in enumerate(before):  # levels 0..2 exactly as released before
+    for L, (keys, _parent, values, _) in enumerate(before):  # levels 0..2 exactly as released before
         np.testing.assert_array_equal(resumed.levels[L].keys, keys)
         np.testing.assert_array_equal(resumed.levels[L].values, values)
     assert resumed.check_consistency() == [] and resumed.params["randomness"] == "secure"
@@ -182,10 +182,10 @@ def test_a_missing_damaged_or_occupied_checkpoint_is_refused(tmp_path):
     data = bytearray(part.read_bytes())
     data[len(data) // 2] ^= 0xFF
     part.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match="level 2 file part-00000.parquet was altered"):
+    with pytest.raises(CheckpointError, match=r"level 2 file part-00000.parquet was altered"):
         mech.release(TREE, resume=ck)
     part.unlink()
-    with pytest.raises(CheckpointError, match="level 2 file part-00000.parquet is missing"):
+    with pytest.raises(CheckpointError, match=r"level 2 file part-00000.parquet is missing"):
         mech.release(TREE, resume=ck)
     manifest = json.loads((ck / MANIFEST).read_text())
     manifest["version"] = 99

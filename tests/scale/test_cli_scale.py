@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from hierdp.cli import main
-from hierdp.cli import release as cli_release
+from hierdp.cli import scaleout as cli_release
 
 
 @pytest.fixture()

@@ -59,10 +59,10 @@ def test_files_that_disagree_on_a_column_are_refused(persons):
         aggregate_parquet(path, ["state", "county"], "w")
     (path / "part-9.parquet").unlink()
     pd.DataFrame({"state": [0], "weight": [1], "county": [1]}).to_parquet(path / "part-9.parquet", index=False)
-    with pytest.raises(DatasetSchemaError, match="part-9.parquet has no column 'w'"):
+    with pytest.raises(DatasetSchemaError, match=r"part-9.parquet has no column 'w'"):
         aggregate_parquet(path, ["state", "county"], "w")
     (path / "part-9.parquet").write_text("state,county\n0,1\n")
-    with pytest.raises(DatasetSchemaError, match="cannot read the schema of .*part-9.parquet"):
+    with pytest.raises(DatasetSchemaError, match=r"cannot read the schema of .*part-9.parquet"):
         aggregate_parquet(path, ["state", "county"], "w")
 
 
@@ -89,5 +89,5 @@ def test_empty_and_missing_datasets(tmp_path):
         parquet_files(tmp_path / "nothing")
     from hierdp.hierarchy import EmptyInputError
 
-    with pytest.raises(EmptyInputError, match="holds no .parquet files"):
+    with pytest.raises(EmptyInputError, match=r"holds no .parquet files"):
         parquet_files(tmp_path)

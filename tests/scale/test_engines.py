@@ -89,7 +89,7 @@ def test_a_general_solver_group_by_group_gives_the_same_release_in_any_chunking(
     # Chunks of 2 children in this process split every level as differently as partitions would.
     tree = random_tree((3, 3, 4), seed=6)
     # L1 levels (HiGHS by default) often have many optima: the case the rule is for
-    make = lambda: TopDownMechanism(rho=1.0, objective="l1", solver_options={"batch_size": 1})  # noqa: E731
+    make = lambda: TopDownMechanism(rho=1.0, objective="l1", solver_options={"batch_size": 1})
     whole = make().release(tree, seed=8)
     chunked_mech = make()
     chunked_mech.chunk_children = 2
@@ -130,7 +130,7 @@ def _free_port() -> int:
 def test_an_unreachable_scheduler_is_refused_before_any_noise(tmp_path):
     acct = Accountant(Budget.zcdp(1.0))
     mech = InfTDA(rho=0.5, engine=DaskEngine(f"tcp://127.0.0.1:{_free_port()}", connect_timeout=1))
-    with pytest.raises(SchedulerUnreachable, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:"):
+    with pytest.raises(SchedulerUnreachable, match=r"cannot reach the Dask scheduler at 'tcp://127.0.0.1:"):
         mech.release(TREE, seed=1, accountant=acct, checkpoint=tmp_path / "ck")
     assert acct.spent.is_zero and acct.ledger == []
     assert not (tmp_path / "ck").exists()  # no checkpoint of a run that never started

@@ -26,7 +26,7 @@ def reference_tree(df: pd.DataFrame, levels: list[str], count: str | None, domai
         for r in domain[levels].itertuples(index=False):
             for k in range(1, len(levels) + 1):
                 paths.setdefault(tuple(r)[:k], 0)
-    for r, w in zip(rows, weights):
+    for r, w in zip(rows, weights, strict=False):
         for k in range(1, len(levels) + 1):
             paths[r[:k]] = paths.get(r[:k], 0) + int(w)
     order = [[()]]
@@ -57,8 +57,8 @@ def _check(df, levels, count, domain=None):
         keys = np.arange(h.level_ptr[L], h.level_ptr[L + 1])
         assert lt.key_names(L, keys).tolist() == names[keys].tolist()
         np.testing.assert_array_equal(lt.counts(L, keys), counts[keys])
-        if L + 1 < h.n_levels:
-            kids, offsets, true = lt.expand(L, keys)
+        if h.n_levels > L + 1:
+            kids, offsets, _true = lt.expand(L, keys)
             np.testing.assert_array_equal(parent[kids], np.repeat(keys, np.diff(offsets)))
     assert lt.to_hierarchy().names.tolist() == names.tolist()
     assert lt.fingerprint() == LevelTree.from_frame(df, levels, count, domain=domain,

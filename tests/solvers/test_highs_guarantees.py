@@ -111,8 +111,9 @@ def test_the_worker_starts_without_the_whole_package():
         loaded = w.call(eval, ("sorted(m for m in __import__('sys').modules if m in ('pandas', 'networkx'))",),
                         timeout=60)
         assert loaded == []
-        # and the package completes itself when asked for something of its own
+        # and the package completes itself when asked for something of its own (names load on first use)
         assert w.call(eval, ("__import__('hierdp').solve.__name__",), timeout=60) == "solve"
+        assert w.call(eval, ("__import__('hierdp').Hierarchy.__name__",), timeout=60) == "Hierarchy"
         assert w.call(eval, ("'pandas' in __import__('sys').modules",), timeout=60)
     finally:
         w.kill()

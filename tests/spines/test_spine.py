@@ -65,9 +65,9 @@ def random_spine(rng, depth=3, max_fan=3, props=None):
         for _ in range(k):
             name = f"n{next(counter)}"
             if lev == depth - 1:
-                rows.append(prefix + [name])
+                rows.append([*prefix, name])
             else:
-                grow(prefix + [name], lev + 1)
+                grow([*prefix, name], lev + 1)
 
     grow([], 0)
     levels = [f"l{i}" for i in range(depth - 1)] + ["block"]
@@ -87,7 +87,7 @@ def osed_brute(spine, entity_blocks):
     target = np.zeros(nb, np.int64)
     target[list(entity_blocks)] = 1
     A = np.array(list(itertools.product((-1, 0, 1), repeat=spine.n)), dtype=np.int64)
-    ok = np.all(A @ B == target, axis=1)
+    ok = np.all(target == A @ B, axis=1)
     return int(np.count_nonzero(A[ok], axis=1).min())
 
 
@@ -96,13 +96,13 @@ def test_bad_input_names_the_culprit():
     levels = ["county", "tract", "block"]
     rows = [["c1", "t1", "b1"], ["c1", "t1", "b2"], ["c1", "t2", "b3"]]
     props = [F(1, 4)] * 4
-    with pytest.raises(SpineError, match="b2.*twice"):
-        frame_spine(rows + [["c1", "t2", "b2"]], levels, props)
-    with pytest.raises(SpineError, match="t1.*two parents"):
-        frame_spine(rows + [["c2", "t1", "b9"]], levels, props)
-    with pytest.raises(SpineError, match="b4.*no geounit|b4.*base"):
+    with pytest.raises(SpineError, match=r"b2.*twice"):
+        frame_spine([*rows, ["c1", "t2", "b2"]], levels, props)
+    with pytest.raises(SpineError, match=r"t1.*two parents"):
+        frame_spine([*rows, ["c2", "t1", "b9"]], levels, props)
+    with pytest.raises(SpineError, match=r"b4.*no geounit|b4.*base"):
         Spine.from_frame(pd.DataFrame(rows, columns=levels), levels, props, base=["b1", "b2", "b3", "b4"])
-    with pytest.raises(SpineError, match="b3.*not in the base"):
+    with pytest.raises(SpineError, match=r"b3.*not in the base"):
         Spine.from_frame(pd.DataFrame(rows, columns=levels), levels, props, base=["b1", "b2"])
     with pytest.raises(SpineError, match="'tract' has proportion 0"):
         frame_spine(rows, levels, [F(1, 2), F(1, 4), 0, F(1, 4)])
@@ -112,7 +112,7 @@ def test_bad_input_names_the_culprit():
         frame_spine(rows, levels, [0.3, 0.2, 0.2, 0.2])
     spine = frame_spine(rows, levels, [0.25, 0.25, 0.25, 0.25])  # floats read as decimals
     assert spine.proportions == (F(1, 4),) * 4
-    with pytest.raises(SpineError, match="entity 'p'.*unknown block 'zz'"):
+    with pytest.raises(SpineError, match=r"entity 'p'.*unknown block 'zz'"):
         osed(spine, {"p": ["b1", "zz"]})
 
 
@@ -148,7 +148,7 @@ def test_osed_per_county_scope_restricts_entities_to_counties():
     rows = [["s", "c1", "b1"], ["s", "c1", "b2"], ["s", "c2", "b3"], ["s", "c2", "b4"], ["s", "c2", "b5"]]
     spine = frame_spine(rows, ["state", "county", "block"], [F(1, 4)] * 4)
     table = osed(spine, {"p": ["b2", "b3", "b4"]}, scope="per_county")
-    per = dict(zip(table.county, table.osed))
+    per = dict(zip(table.county, table.osed, strict=False))
     assert per == {"c1": 1, "c2": 2}  # {b2} inside c1; {b3, b4} = c2 - b5
     assert int(osed(spine, {"p": ["b2", "b3", "b4"]}).iloc[0]) == 3
 
@@ -166,7 +166,7 @@ def dense_variance(spine, W, shares, V_rows_blocks, calculus):
             continue
         ind = np.zeros(nb)
         ind[[col[b] for b in sets[u]]] = 1
-        for Q, a in zip(W, shares):
+        for Q, a in zip(W, shares, strict=False):
             Q = np.atleast_2d(Q)
             for r in Q:
                 rows.append(np.kron(ind, r))
@@ -261,7 +261,7 @@ def test_exact_rule_matches_psd_of_the_variance_difference_on_random_stars():
         star = Spine.from_frame(pd.DataFrame(rows, columns=["mid", "block"]), ["mid", "block"], [F(1, 3)] * 3,
                                 root="US")
         # gamma: root 1, parent gp, children kids (not a Theorem 3 spine: only variances matter here)
-        g0 = [F(1), gp] + kids
+        g0 = [F(1), gp, *kids]
         g1 = [F(1), F(0)] + [k + gp for k in kids]
         s0 = Spine.from_arrays(star.level_names, star.names, star.parent, star.proportions, gamma=g0, check=False)
         s1 = Spine.from_arrays(star.level_names, star.names, star.parent, star.proportions, gamma=g1, check=False)
@@ -389,7 +389,7 @@ def test_two_pass_refuses_a_rank_deficient_strategy_and_bad_shares():
     from hierdp.spines.variance import geounit_covariances
 
     spine = frame_spine([["a", "a1"], ["a", "a2"], ["b", "b1"]], ["county", "block"], [F(1, 3)] * 3)
-    with pytest.raises(SpineError, match="do not determine|does not determine"):
+    with pytest.raises(SpineError, match=r"do not determine|does not determine"):
         geounit_covariances(spine, [np.ones((1, 2))], [1])
     with pytest.raises(SpineError, match="sum to exactly 1"):
         geounit_covariances(spine, [np.eye(2)], [F(1, 2)])

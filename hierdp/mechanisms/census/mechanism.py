@@ -45,11 +45,10 @@ from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAb
 from hierdp.mechanisms.census.fastpath import round_cells_fast, wls_fast
 from hierdp.mechanisms.census.problems import LevelChunk, continuous_problem, rounding_problem
 from hierdp.mechanisms.census.strategy import QueryStrategy
-from hierdp.mechanisms.topdown.noise import NoiseModel, noise_model
+from hierdp.privacy.noise import NoiseModel, noise_model
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact
 from hierdp.privacy.unit import PrivacyUnit
-from hierdp.release import Accounting
 from hierdp.release.histogram import NodeHistogramRelease
 from hierdp.spines.core import Spine, SpineError
 
@@ -154,7 +153,6 @@ class CensusTopDown(Mechanism):
     """
 
     name = "CensusTopDown"
-    uses_solver = True
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, rho: float | None = None,
                  budget: Budget | None = None, strategy: QueryStrategy | None = None,
@@ -256,7 +254,6 @@ class CensusTopDown(Mechanism):
         ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
         est = np.zeros_like(hist)
         timings: dict[str, float] = {}
-        per_level: list[dict[str, Any]] = []
         n_measured = 0
         self._stats: list[dict[str, Any]] = []
         bar = None
@@ -271,7 +268,7 @@ class CensusTopDown(Mechanism):
                 idx = np.arange(ptr[lev], ptr[lev + 1])
                 meas = idx[spine.measured[idx]]
                 part = parts[lev]
-                self._spend(ctx, spine, lev, part, meas, params, sens, per_level)
+                self._spend(ctx, spine, lev, part, meas, params, sens)
                 noisy = self._measure(hist, meas, spine, groups, mats, params, ctx.rng)
                 n_measured += meas.size
                 t1 = time.perf_counter()
@@ -291,17 +288,13 @@ class CensusTopDown(Mechanism):
         finally:
             if bar is not None:
                 bar.close()
-        acc = Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.spec.delta,
-                         spends=tuple(ctx.spends), assumptions=tuple(ctx.assumptions) + tuple(assumptions_extra),
-                         conversion=self.spec.conversion if self.spec.epsilon_target is not None else None,
-                         epsilon_target=self.spec.epsilon_target,
-                         details={"per_level": per_level, "noise": self.noise.name, "measured_geounits": n_measured,
-                                  "strategy": {g: str(strategy.shares[g]) for g in groups},
-                                  "ledger": ctx.ledger.summary(self.spec.delta)})
+        acc = ctx.accounting(assumptions=assumptions_extra,
+                             details={"noise": self.noise.name, "measured_geounits": n_measured,
+                                      "strategy": {g: str(strategy.shares[g]) for g in groups}})
         return NodeHistogramRelease(
             names=spine.names, parent=spine.parent, level=spine.level, level_names=list(spine.level_names),
             cells=strategy.cell_labels(), values=est, accounting=acc, mechanism=self.name, solver=self.solver_name,
-            params={**self.params(), "randomness": ctx.randomness, "post_processing": self._stats}, timings=timings,
+            params=ctx.params(post_processing=self._stats), timings=timings,
             level_totals=int(hist[0].sum()) if 0 in inv_levels else None)
 
     # ------------------------------------------------------------------ pieces
@@ -337,20 +330,17 @@ class CensusTopDown(Mechanism):
         return out
 
     def _spend(self, ctx: Any, spine: Spine, lev: int, part: Fraction, meas: np.ndarray,
-               params: dict[tuple[int, str], float], sens: int, per_level: list[dict[str, Any]]) -> None:
+               params: dict[tuple[int, str], float], sens: int) -> None:
         amount = self.spec.budget._scaled(part) if part > 0 else Budget._zero(self.spec.budget.calculus)
         name = spine.level_names[lev]
         used = sorted({p for (g, _), p in params.items() if g in set(spine.gamma_num[meas].tolist())})
         details = {"noise": self.noise.name, "measured_geounits": int(meas.size),
-                   self.noise.sensitivity_name: self.noise.sensitivity_value(sens), "path_share": str(part)}
+                   self.noise.sensitivity_name: self.noise.sensitivity_value(sens), "path_share": str(part),
+                   "note": f"({meas.size} measured geounit(s), path share {part})"}
         if used:
             details[f"{self.noise.parameter_name}_min"] = used[0]
             details[f"{self.noise.parameter_name}_max"] = used[-1]
         ctx.spend(amount, f"geolevel {lev} ({name})", **details)
-        key = "rho" if self.noise.calculus == "zcdp" else "epsilon"
-        per_level.append({"level": lev, "name": name, key: float(next(iter(amount.parameters.values()))),
-                          "spend": f"{key}={float(next(iter(amount.parameters.values()))):.6g} "
-                                   f"({meas.size} measured geounit(s), path share {part})"})
 
     def _measure(self, hist: np.ndarray, meas: np.ndarray, spine: Spine, groups: list[str],
                  mats: dict[str, np.ndarray], params: dict[tuple[int, str], float], rng: Any
@@ -520,12 +510,9 @@ class CensusTopDown(Mechanism):
     def _aborted(self, ctx: Any, spine: Spine, lev: int, failed: _ParentFailed) -> ReleaseAborted:
         shown = [str(spine.names[p]) for p in failed.parents[:5]]
         more = f" and {len(failed.parents) - 5} more" if len(failed.parents) > 5 else ""
-        msg = (f"{self.name} aborted at geolevel {lev} ({spine.level_names[lev]}), {failed.stage} stage, parent "
-               f"{', '.join(shown)}{more}: {type(failed.cause).__name__}: {failed.cause}. Spent so far: {ctx.spent} of "
-               f"{self.spec.budget} (recorded in the ledger); no release is returned")
-        return ReleaseAborted(msg, partial=None, spends=tuple(ctx.spends), spent=ctx.spent, accountant=ctx.ledger,
-                              external_accountant=ctx.external, level=lev, level_name=spine.level_names[lev],
-                              parents=np.asarray(spine.names[failed.parents], dtype=object), cause=failed.cause)
+        return ctx.aborted(failed.cause, where=f"at geolevel {lev} ({spine.level_names[lev]}), {failed.stage} stage, "
+                           f"parent {', '.join(shown)}{more}", level=lev, level_name=spine.level_names[lev],
+                           parents=np.asarray(spine.names[failed.parents], dtype=object))
 
 
 class _ParentFailed(Exception):

@@ -1,6 +1,7 @@
-"""The DP hierarchy of a :class:`CountOfCounts` as a :class:`~hierdp.hierarchy.topdown_tree.TopDownTree`.
+"""The dynamic-programming hierarchy of a :class:`CountOfCounts` as a
+:class:`~hierdp.hierarchy.topdown_tree.TopDownTree`.
 
-Keys are DP-node indices (``0`` the dummy root, ``1 + (k-1) * n_regions + r`` for size ``k`` in
+Keys are node indices (``0`` the dummy root, ``1 + (k-1) * n_regions + r`` for size ``k`` in
 region ``r``); children are generated from the region tree's ``child_ptr`` on demand, so TopDown
 never materializes the ``1 + K * n_regions`` nodes it drops (zero counts released as zero).
 """
@@ -10,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from hierdp.hierarchy.count_of_counts import CountOfCounts
-from hierdp.hierarchy.topdown_tree import gather_children
+from hierdp._segments import gather_ranges
 
-__all__ = ["DPTopDownTree"]
+__all__ = ["DynProgTopDownTree"]
 
 
 class _Namer:
@@ -25,7 +26,7 @@ class _Namer:
         if level == 0:
             return np.array(["(all groups)"] * keys.size, dtype=object)
         k, r = np.divmod(keys - 1, self._n)
-        return np.array([f"{self._names[ri]}|size {ki + 1}" for ki, ri in zip(k, r)], dtype=object)
+        return np.array([f"{self._names[ri]}|size {ki + 1}" for ki, ri in zip(k, r, strict=False)], dtype=object)
 
     def key_columns(self, level: int, keys: np.ndarray) -> dict[str, np.ndarray]:
         keys = np.asarray(keys, dtype=np.int64)
@@ -35,8 +36,8 @@ class _Namer:
         return {"region": self._names[r], "size": k + 1}
 
 
-class DPTopDownTree:
-    """TopDown view of the DP hierarchy (see the module docstring)."""
+class DynProgTopDownTree:
+    """TopDown view of the dynamic-programming hierarchy (see the module docstring)."""
 
     def __init__(self, data: CountOfCounts) -> None:
         self.data = data
@@ -64,7 +65,7 @@ class DPTopDownTree:
             k0, r = np.divmod(pk - 1, n)
             starts = self._child_ptr[r]
             sizes = self._child_ptr[r + 1] - starts
-            regions_, offsets = gather_children(starts, sizes)
+            regions_, offsets = gather_ranges(starts, sizes)
             kids = 1 + np.repeat(k0, sizes) * n + regions_
         return kids, offsets, self._flat[kids - 1]
 

@@ -41,7 +41,7 @@ def round_half_up(x: np.ndarray) -> np.ndarray:
 
 
 def level_vectors(by_size: np.ndarray, level_ptr: np.ndarray) -> np.ndarray:
-    """Level-wide running sums (§9.2.1), one per DP node, in the ``(K, n_regions)`` layout."""
+    """Level-wide running sums (§9.2.1), one per node, in the ``(K, n_regions)`` layout."""
     out = np.empty(by_size.shape, dtype=np.result_type(by_size.dtype, np.int64))
     for lev in range(level_ptr.size - 1):
         a, b = int(level_ptr[lev]), int(level_ptr[lev + 1])

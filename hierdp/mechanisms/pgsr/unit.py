@@ -8,7 +8,7 @@ group's region, the total ``G`` and every regional total ``G_r`` are public; siz
 means "K or more" and a move inside it changes nothing).
 
 Sensitivities (L1, of one region level's vector; each is checked by enumerating every neighbour of
-small datasets in ``tests/pgsr/test_sensitivity.py``):
+small datasets in ``tests/mechanisms/pgsr/test_unit.py``):
 
 =======================================================  ==============================
 vector measured at one level                             L1 sensitivity
@@ -50,7 +50,7 @@ class GroupSizeUnit(PrivacyUnit):
 
     ``bounded`` is True in the sense TopDown uses it: the root total ``G`` is public and not
     measured. :meth:`l1_sensitivity` is Lemma 4's 2 (the TopDown engine calibrates its geometric
-    noise with it on the DP hierarchy, where a move changes two nodes of a level by one each).
+    noise with it on the dynamic-programming hierarchy, where a move changes two nodes of a level by one each).
     """
 
     record: str = "person"

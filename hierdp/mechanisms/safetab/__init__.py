@@ -1,14 +1,16 @@
 """SafeTab (paper 004): adaptive tabulation of population groups.
 
-* :mod:`.mechanism` - :class:`SafeTab` (the mechanism) and :func:`safetab` (one call),
-  :class:`PopulationGroupLevel`, :class:`SafeTabRelease`;
-* :mod:`.accounting` - its privacy in every calculus (exact RDP of the geometric mechanism), and
+* :mod:`.levels` - :class:`PopulationGroupLevel` (the input) and its validation against the data;
+* :mod:`.mechanism` - :class:`SafeTab` (the mechanism);
+* :mod:`.tabulate` - the adaptive tabulation of one level (Alg. 2);
+* :mod:`.release` - :class:`SafeTabRelease`;
+* :mod:`.guarantee` - its privacy in every calculus (exact RDP of the geometric mechanism), and
   the MOE → budget calibration of App. F.1;
 * :mod:`.groups` - building population groups from geographies and race codes, and consistent
   post-processing of the totals over a geography.
 """
 
-from hierdp.mechanisms.safetab.accounting import (
+from hierdp.mechanisms.safetab.guarantee import (
     NOISES,
     PAPER_ALPHAS,
     SafeTabAccounting,
@@ -25,7 +27,6 @@ from hierdp.mechanisms.safetab.mechanism import (
     SafeTabError,
     SafeTabRelease,
     StabilityError,
-    safetab,
 )
 
 __all__ = [
@@ -45,6 +46,5 @@ __all__ = [
     "population_groups",
     "race_iterations",
     "rdp_curve_geometric_levels",
-    "safetab",
     "safetab_accounting",
 ]

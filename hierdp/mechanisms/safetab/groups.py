@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hierdp.mechanisms.safetab.mechanism import SafeTabError
+from hierdp.mechanisms.safetab.levels import SafeTabError
 
 __all__ = ["consistent_totals", "geography_entities", "population_groups", "race_iterations"]
 
@@ -118,10 +118,11 @@ def consistent_totals(hierarchy: Any, noisy_totals: Mapping[str, float] | pd.Ser
     ``root_value`` the root is fixed at that value instead, e.g. a published total). Returns the
     solved values by node name.
     """
+    from hierdp.models import Problem
     from hierdp.solvers import solve
 
     target = pd.Series(noisy_totals, dtype=float)
-    problem = hierarchy.to_problem(target, fix_root=fix_root, objective=objective, integer=True)
+    problem = Problem.from_hierarchy(hierarchy, target, fix_root=fix_root, objective=objective, integer=True)
     if root_value is not None:
         problem.fix(hierarchy.names[0], float(root_value))  # through fix(): keeps cached structure valid
     solution = solve(problem, solver=solver)

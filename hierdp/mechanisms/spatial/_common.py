@@ -13,13 +13,13 @@ import numpy as np
 
 from hierdp.hierarchy.spatial import SpatialDataError, SpatialGrid
 from hierdp.mechanisms.base import Mechanism, MechanismParameterError, RunContext
-from hierdp.privacy import samplers
 from hierdp.privacy.budget import Budget
-from hierdp.privacy.calibration import delivered_epsilon, laplace_scale
-from hierdp.release.accounting import Accounting
+from hierdp.privacy.calibration import laplace_scale
+from hierdp.privacy.noise import GeometricNoise
 from hierdp.release.spatial import SpatialRelease, SpatialTree
 
 __all__ = [
+    "GEOMETRIC",
     "SpatialMechanism",
     "Timer",
     "as_grid",
@@ -29,7 +29,12 @@ __all__ = [
     "exact_fraction",
     "floor_log2",
     "pure",
+    "solver_options_with",
 ]
+
+
+#: the spatial mechanisms' noise: geometric (discrete Laplace), pure ε-DP
+GEOMETRIC = GeometricNoise()
 
 
 def as_grid(data: Any) -> Any:
@@ -101,6 +106,18 @@ def discrete_laplace_variance(scale: float | np.ndarray) -> np.ndarray:
     return 2.0 * q / (-np.expm1(-1.0 / s)) ** 2
 
 
+def solver_options_with(solver_options: Any, time_limit: Any) -> dict[str, Any]:
+    """The consistency solver's options with ``time_limit`` (seconds per solve) merged in."""
+    options = dict(solver_options or {})
+    if time_limit is not None:
+        if "time_limit" in options:
+            raise MechanismParameterError("give time_limit= or solver_options['time_limit'], not both")
+        if isinstance(time_limit, bool) or not isinstance(time_limit, Real) or not float(time_limit) > 0:
+            raise MechanismParameterError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+        options["time_limit"] = float(time_limit)
+    return options
+
+
 class Timer:
     """Seconds per phase (``with timer("phase"): ...`` adds to ``timer.seconds["phase"]``)."""
 
@@ -145,10 +162,25 @@ class SpatialMechanism(Mechanism):
         """``counts + DLap(Δ/eps)`` with the scale rounded up (exact check); records a spend first when
         ``label`` is given."""
         scale = laplace_scale(eps, self.count_sensitivity, culprit=f"{self.name} budget part")
-        if label is not None:
-            ctx.spend(pure(eps), label, noise="discrete_laplace", scale=scale, sensitivity=self.count_sensitivity,
-                      delivered=float(delivered_epsilon(scale, self.count_sensitivity)), **details)
-        return np.asarray(counts, dtype=np.int64) + samplers.discrete_laplace(scale, np.shape(counts), ctx.rng)
+        if label is None:  # the spend was recorded by the caller
+            return np.asarray(counts, dtype=np.int64) + GEOMETRIC.draw(scale, np.shape(counts), ctx.rng)
+        return ctx.measure(counts, pure(eps), label, GEOMETRIC, sensitivity=self.count_sensitivity, parameter=scale,
+                           **details)
+
+    def solve_consistency(self, ctx: RunContext, parent: np.ndarray, noisy: np.ndarray, variances: np.ndarray,
+                          solver: Any, cross_check: Any, options: dict[str, Any]) -> tuple[np.ndarray, Any]:
+        """Hay's consistency over a noisy tree through the solver registry
+        (:func:`~hierdp.mechanisms.spatial.consistency.consistent_tree`).
+
+        Raises:
+            ReleaseAborted: the solve failed after the noise was drawn (the spends attached).
+        """
+        from hierdp.mechanisms.spatial.consistency import consistent_tree
+
+        try:
+            return consistent_tree(parent, noisy, variances, solver=solver, cross_check=cross_check, **options)
+        except Exception as exc:
+            raise ctx.aborted(exc, where="in its consistency step", level_name="consistency") from exc
 
     def scale_for(self, eps: Fraction, sensitivity: Any = None) -> float:
         """The discrete Laplace scale for ``eps`` (sensitivity: the count sensitivity by default)."""
@@ -160,13 +192,9 @@ class SpatialMechanism(Mechanism):
                tree: SpatialTree | None = None, solver: str | None = None,
                assumptions: tuple[str, ...] = ()) -> SpatialRelease:
         """Assemble the release and its accounting (the spends must compose to the total)."""
-        acc = Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.spec.delta,
-                         spends=tuple(ctx.spends), assumptions=ctx.assumptions + tuple(assumptions),
-                         notes=notes, details=dict(details or {}))
+        acc = ctx.accounting(assumptions=assumptions, notes=notes, details=details)
         if acc.spent != acc.total:  # every mechanism here spends its whole budget, exactly
             raise AssertionError(f"{self.name}: spends compose to {acc.spent}, not {acc.total}")
-        params = self.params()
-        params["randomness"] = ctx.randomness
         return SpatialRelease(domain=grid.domain, rects=rects, values=values, accounting=acc, mechanism=self.name,
-                              params=params, timings=dict(timer.seconds), tree=tree,
+                              params=ctx.params(), timings=dict(timer.seconds), tree=tree,
                               details=dict(details or {}), solver=solver)

@@ -47,6 +47,7 @@ import numpy as np
 
 from hierdp.mechanisms.base import MechanismParameterError, RunContext, refuse_solver
 from hierdp.mechanisms.spatial._common import (
+    GEOMETRIC,
     SpatialMechanism,
     Timer,
     as_grid,
@@ -55,12 +56,12 @@ from hierdp.mechanisms.spatial._common import (
     discrete_laplace_variance,
     exact_fraction,
     pure,
+    solver_options_with,
 )
 from hierdp.mechanisms.spatial.budgets import geometric_level_budgets, uniform_level_budgets
-from hierdp.mechanisms.spatial.consistency import check_consistency_solver, consistent_tree
+from hierdp.mechanisms.spatial.consistency import check_consistency_solver
 from hierdp.mechanisms.spatial.trees import build_tree, median_split, midpoint_split, quad_split
 from hierdp.hierarchy.spatial import rect_sums
-from hierdp.privacy import samplers
 from hierdp.release.spatial import SpatialRelease, SpatialTree
 
 __all__ = [
@@ -90,12 +91,12 @@ def grid_edges(length: int, parts: int) -> np.ndarray:
 
 def ug_grid_size(n: float, epsilon: float, c: float = 10.0) -> int:
     """UG's ``g = sqrt(N ε / c)`` rounded to the nearest integer, at least 1 (clamped to the grid by the caller)."""
-    return max(1, int(round(math.sqrt(max(n, 0.0) * epsilon / c))))
+    return max(1, round(math.sqrt(max(n, 0.0) * epsilon / c)))
 
 
 def ag_level1_size(n: float, epsilon: float, c: float = 10.0) -> int:
     """AG's ``m1 = max(10, ceil(sqrt(N ε / c) / 4))``."""
-    return max(10, int(math.ceil(math.sqrt(max(n, 0.0) * epsilon / c) / 4)))
+    return max(10, math.ceil(math.sqrt(max(n, 0.0) * epsilon / c) / 4))
 
 
 def ag_level2_size(noisy: np.ndarray, epsilon2: float, c2: float = 5.0) -> np.ndarray:
@@ -137,7 +138,7 @@ def haar_inverse(coef: np.ndarray, axis: int) -> np.ndarray:
     pos = 1
     while pos < n:
         d = c[pos:2 * pos]
-        nxt = np.empty((2 * pos,) + c.shape[1:])
+        nxt = np.empty((2 * pos, *c.shape[1:]))
         nxt[0::2] = (a + d) / 2
         nxt[1::2] = (a - d) / 2
         a = nxt
@@ -145,7 +146,7 @@ def haar_inverse(coef: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(a, 0, axis)
 
 
-class _NEstimate:
+class _NEstimate(SpatialMechanism):
     """The N of UG / AG: noisy (eps_n > 0), public by assumption (eps_n = 0, unbounded), or public
     (bounded neighbours)."""
 
@@ -234,7 +235,7 @@ class Uniform(_PlainSpatial):
                            notes=("one leaf: the noisy total; queries assume uniform density",))
 
 
-class UG(_NEstimate, SpatialMechanism):
+class UG(_NEstimate):
     """UG (Qardaji et al. 2013): a ``g x g`` grid, ``g = round(sqrt(N ε / c))``, Lap per cell (pure ε-DP).
 
     Args:
@@ -275,7 +276,7 @@ class UG(_NEstimate, SpatialMechanism):
                            notes=("raw noisy grid cells; values can be negative",))
 
 
-class AG(_NEstimate, SpatialMechanism):
+class AG(_NEstimate):
     """AG (Qardaji et al. 2013): adaptive two-level grid with constrained inference (pure ε-DP).
 
     Args:
@@ -289,14 +290,13 @@ class AG(_NEstimate, SpatialMechanism):
     """
 
     name = "AG"
-    uses_solver = True
 
     def __init__(self, epsilon: float | None = None, *, budget: Any = None, alpha: float = 0.5, c: float = 10.0,
                  c2: float | None = None, eps_n: float | None = None, consistency: str | None = "gls",
                  consistency_solver: str = "twopass", cross_check: str | None = None, delta: float | None = None,
                  unit: Any = None, bounded: bool = False, contributions: int = 1, distinct: bool = False,
                  conversion: str = "analytic", secure: bool = False,
-                 solver: Any = None, solver_options: Any = None) -> None:
+                 solver: Any = None, solver_options: Any = None, time_limit: float | None = None) -> None:
         _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
                      solver_options, "yes")
         if solver is not None:
@@ -313,7 +313,7 @@ class AG(_NEstimate, SpatialMechanism):
         if consistency is not None:  # refused now, not after the noise is drawn
             check_consistency_solver(consistency_solver, unmeasured_root=True)
             check_consistency_solver(cross_check, "cross_check", unmeasured_root=True)
-        self.solver_options = dict(solver_options or {})
+        self.solver_options = solver_options_with(solver_options, time_limit)
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "alpha": self.alpha, "c": self.c, "c2": self.c2, "eps_n": float(self.eps_n),
@@ -354,8 +354,8 @@ class AG(_NEstimate, SpatialMechanism):
                 parent = np.concatenate([[-1], np.zeros(lvl1.shape[0], np.int64), 1 + owner_a])
                 noisy = np.concatenate([[np.nan], y1, y2]).astype(np.float64)
                 var = np.concatenate([[1.0], np.full(lvl1.shape[0], v1), np.full(lvl2.shape[0], v2)])
-                values, sol = consistent_tree(parent, noisy, var, solver=self.consistency_solver,
-                                              cross_check=self.cross_check, **self.solver_options)
+                values, sol = self.solve_consistency(ctx, parent, noisy, var, self.consistency_solver,
+                                                     self.cross_check, self.solver_options)
                 solver_name = sol.solver
                 rects = np.concatenate([[[0, rows, 0, cols]], lvl1, lvl2])
                 level = np.concatenate([[0], np.ones(lvl1.shape[0], np.int64), np.full(lvl2.shape[0], 2)])
@@ -370,10 +370,9 @@ class AG(_NEstimate, SpatialMechanism):
 class _TreeBaseline(SpatialMechanism):
     """Shared run of QuadTree and kd-tree: grow the tree, noise every node per level, Hay's consistency."""
 
-    uses_solver = True
 
     def _init_tree(self, height: int, budgets: str, consistency: str | None, consistency_solver: Any,
-                   cross_check: str | None, solver: Any, solver_options: Any) -> None:
+                   cross_check: str | None, solver: Any, solver_options: Any, time_limit: Any) -> None:
         self.height = check_positive_int(height, "height", minimum=0)
         if budgets not in ("geometric", "uniform"):
             raise MechanismParameterError(f"budgets must be 'geometric' or 'uniform', got {budgets!r}")
@@ -386,7 +385,7 @@ class _TreeBaseline(SpatialMechanism):
         if consistency is not None:  # refused now, not after the noise is drawn
             check_consistency_solver(self.consistency_solver)
             check_consistency_solver(cross_check, "cross_check")
-        self.solver_options = dict(solver_options or {})
+        self.solver_options = solver_options_with(solver_options, time_limit)
 
     def _grow(self, grid: Any, ctx: RunContext, eps_split: Fraction) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -421,8 +420,8 @@ class _TreeBaseline(SpatialMechanism):
         values: np.ndarray = noisy
         if self.consistency == "gls":
             with timer("consistency"):
-                values, sol = consistent_tree(parent, noisy.astype(np.float64), var, solver=self.consistency_solver,
-                                              cross_check=self.cross_check, **self.solver_options)
+                values, sol = self.solve_consistency(ctx, parent, noisy.astype(np.float64), var,
+                                                     self.consistency_solver, self.cross_check, self.solver_options)
                 solver_name = sol.solver
         tree = SpatialTree(parent, rects, values, depth)
         leaves = tree.is_leaf
@@ -450,10 +449,11 @@ class QuadTree(_TreeBaseline):
                  consistency: str | None = "gls", consistency_solver: str = "twopass", cross_check: str | None = None,
                  delta: float | None = None, unit: Any = None, bounded: bool = False, contributions: int = 1,
                  distinct: bool = False, conversion: str = "analytic", secure: bool = False, solver: Any = None,
-                 solver_options: Any = None) -> None:
+                 solver_options: Any = None, time_limit: float | None = None) -> None:
         _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
                      solver_options, "yes")
-        self._init_tree(height, budgets, consistency, consistency_solver, cross_check, solver, solver_options)
+        self._init_tree(height, budgets, consistency, consistency_solver, cross_check, solver, solver_options,
+                        time_limit)
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "height": self.height, "budgets": self.budgets, "consistency": self.consistency}
@@ -482,10 +482,11 @@ class KdTree(_TreeBaseline):
                  consistency: str | None = "gls", consistency_solver: str = "twopass", cross_check: str | None = None,
                  delta: float | None = None, unit: Any = None, bounded: bool = False, contributions: int = 1,
                  distinct: bool = False, conversion: str = "analytic", secure: bool = False, solver: Any = None,
-                 solver_options: Any = None) -> None:
+                 solver_options: Any = None, time_limit: float | None = None) -> None:
         _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
                      solver_options, "yes")
-        self._init_tree(height, budgets, consistency, consistency_solver, cross_check, solver, solver_options)
+        self._init_tree(height, budgets, consistency, consistency_solver, cross_check, solver, solver_options,
+                        time_limit)
         self.prt_share = Fraction(check_fraction_param(prt_share, "prt_share", 0.0, 1.0))
         if not isinstance(hybrid, bool):
             raise MechanismParameterError(f"hybrid must be True or False, got {hybrid!r}")
@@ -540,9 +541,8 @@ class Privelet(_PlainSpatial):
             coef = haar_forward(haar_forward(x, 0), 1)
             sens = (1 + pr.bit_length() - 1) * (1 + pc.bit_length() - 1) * self.count_sensitivity
             scale = self.scale_for(self.eps_total, sens)
-            ctx.spend(pure(self.eps_total), "Haar coefficients", noise="discrete_laplace", scale=scale,
-                      sensitivity=sens)
-            noisy = coef + samplers.discrete_laplace(scale, coef.shape, ctx.rng)
+            noisy = ctx.measure(coef, pure(self.eps_total), "Haar coefficients", GEOMETRIC, sensitivity=sens,
+                                parameter=scale)
         with timer("reconstruction"):
             cells = haar_inverse(haar_inverse(noisy, 1), 0)[:rows, :cols]
         return self.finish(ctx, grid, _cell_rects(rows, cols), cells.ravel(), timer=timer,

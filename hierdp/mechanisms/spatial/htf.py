@@ -52,6 +52,7 @@ import numpy as np
 from hierdp.hierarchy.spatial import rect_sums
 from hierdp.mechanisms.base import MechanismParameterError, refuse_solver
 from hierdp.mechanisms.spatial._common import (
+    GEOMETRIC,
     SpatialMechanism,
     Timer,
     as_grid,
@@ -68,7 +69,6 @@ from hierdp.mechanisms.spatial.objective import (
     probe_cost_terms,
     split_cost_terms_all,
 )
-from hierdp.privacy import samplers
 from hierdp.release.spatial import SpatialRelease
 
 __all__ = ["HTF", "LevelProbe", "alg1_search", "cell_offsets", "estimate_height"]
@@ -211,8 +211,8 @@ class HTF(SpatialMechanism):
         eps = self.eps_total
         if eps_prt is not None and eps_prt_per_level is not None:
             raise MechanismParameterError("give eps_prt (total) or eps_prt_per_level, not both")
-        self.eps_prt_total = None if eps_prt is None else exact_fraction(eps_prt, "eps_prt")
-        self.eps_prt_level = None if self.eps_prt_total is not None else \
+        self.eps_prt_total: Fraction | None = None if eps_prt is None else exact_fraction(eps_prt, "eps_prt")
+        self.eps_prt_level: Fraction | None = None if self.eps_prt_total is not None else \
             exact_fraction(DEFAULT_EPS_PRT_PER_LEVEL if eps_prt_per_level is None else eps_prt_per_level,
                            "eps_prt_per_level")
         self.height = None if height is None else check_positive_int(height, "height")
@@ -259,7 +259,7 @@ class HTF(SpatialMechanism):
                     "be left for the counts")
         else:
             h_min = self.height if self.height is not None else 1
-            used = self.eps_height + h_min * self.eps_prt_level
+            used = self.eps_height + h_min * self._prt_per_level(h_min)
             if used >= eps:
                 raise MechanismParameterError(
                     f"budgets do not cover the partitioning: eps_height + eps_prt_per_level * h = "
@@ -308,7 +308,6 @@ class HTF(SpatialMechanism):
                                           f"{geom_cap} "
                                           f"for the {shape[0]} x {shape[1]} grid")
         ctx = self.start(grid, seed=seed, rng=rng, secure=secure, accountant=accountant)
-        m = self.unit.contributions
         eps = self.eps_total
         # 1. height
         with timer("height"):
@@ -325,7 +324,7 @@ class HTF(SpatialMechanism):
                     noisy_n = int(self.count_noise(ctx, np.array([n_true]), self.eps_height, "height estimate",
                                                    what="|D| + Lap(m/eps_height), eq. (9)")[0])
                 h, raw = estimate_height(noisy_n, eps, self.c0, max_h)
-        eps_prt_level = self.eps_prt_level if self.eps_prt_level is not None else self.eps_prt_total / h
+        eps_prt_level = self._prt_per_level(h)
         eps_data = eps - self.eps_height - h * eps_prt_level
         if eps_data <= 0:  # cannot happen after the checks and clamps above
             raise AssertionError("no data budget left")
@@ -339,9 +338,8 @@ class HTF(SpatialMechanism):
             ctx.spend(pure(eps_prt_level), f"partition, depth {d} (height {h - d})", noise="discrete_laplace",
                       sensitivity=sens_obj, evaluations=2 * self.T + 1 if self.split == "alg1" else "L-1")
         for i in range(h, -1, -1):
-            ctx.spend(pure(levels[i]), f"data, height {i}", noise="discrete_laplace",
-                      sensitivity=self.count_sensitivity,
-                      scale=self.scale_for(levels[i]))
+            ctx.spend_noise(pure(levels[i]), f"data, height {i}", GEOMETRIC, self.scale_for(levels[i]),
+                            self.count_sensitivity)
         # 2-3. partition and perturb, level by level
         counts_flat = grid.counts.ravel()
         prefix = grid.prefix
@@ -355,7 +353,7 @@ class HTF(SpatialMechanism):
         leaf_vals: list[np.ndarray] = []
         leaf_heights: list[np.ndarray] = []
         nodes_per_height: dict[int, int] = {}
-        scale_prt = None
+        scale_prt = 0.0  # set below for Alg. 1's noisy probes (the baseline splits draw their own)
         if self.split == "alg1":
             eps_probe = eps_prt_level / (2 * self.T + 1)
             scale_prt = self.scale_for(eps_probe, grid_sens)
@@ -372,7 +370,7 @@ class HTF(SpatialMechanism):
             with timer("perturbation"):
                 area = (r1 - r0) * (c1 - c0)
                 cnt = rect_sums(prefix, r0, r1, c0, c1)
-                y1 = cnt + samplers.discrete_laplace(self.scale_for(levels[i]), k_nodes, rng_)
+                y1 = cnt + GEOMETRIC.draw(self.scale_for(levels[i]), k_nodes, rng_)
                 if i == 0:
                     stop = np.ones(k_nodes, bool)
                 else:
@@ -383,7 +381,7 @@ class HTF(SpatialMechanism):
                 pruned = np.flatnonzero(stop) if i > 0 else np.zeros(0, np.int64)
                 if pruned.size:
                     scale2 = self.scale_for(remain[i])
-                    y2 = cnt[pruned] + samplers.discrete_laplace(scale2, pruned.size, rng_)
+                    y2 = cnt[pruned] + GEOMETRIC.draw(scale2, pruned.size, rng_)
                     if self.combine_pruned:
                         v1 = float(discrete_laplace_variance(self.scale_for(levels[i])))
                         v2 = float(discrete_laplace_variance(scale2))
@@ -421,7 +419,7 @@ class HTF(SpatialMechanism):
                                        np.stack([r0, r1, c0, c1], axis=1), split_rows, cnt, self.objective_bits)
 
                     def noise(n: int) -> np.ndarray:
-                        return samplers.discrete_laplace(scale_prt, n, rng_)
+                        return GEOMETRIC.draw(scale_prt, n, rng_)
 
                     ks = alg1_search(probe, length, self.T, noise)
                 else:
@@ -429,8 +427,8 @@ class HTF(SpatialMechanism):
                                                grid_sens, rng_)
             with timer("bookkeeping"):
                 left = pos < ks[node_of_cell]
-                excl = np.cumsum(left) - left
-                left_rank = excl - excl[starts][node_of_cell]
+                excl: np.ndarray = np.cumsum(left) - left
+                left_rank: np.ndarray = excl - excl[starts][node_of_cell]
                 n_left = np.add.reduceat(left.astype(np.int64), starts)
                 right_rank = (np.arange(cells.size) - starts[node_of_cell]) - left_rank
                 new_pos = starts[node_of_cell] + np.where(left, left_rank, n_left[node_of_cell] + right_rank)
@@ -462,13 +460,22 @@ class HTF(SpatialMechanism):
                                     f"{float(eps_prt_level):.6g} * {h} + {float(eps_data):.6g} = {float(eps):.6g} "
                                     "(exact Fractions)"),
                 "nodes_per_height": nodes_per_height,
-                "leaves_per_height": {int(a): int(b) for a, b in zip(uniq, per)},
+                "leaves_per_height": {int(a): int(b) for a, b in zip(uniq, per, strict=False)},
             }
         notes = ("leaf counts only (paper 002 releases the leaves); raw noisy counts can be negative",
                  "partition spends are per level of the tree: a level where no node split spends less")
         rel = self.finish(ctx, grid, rects, vals, timer=timer, notes=notes, details=details)
         rel.details["leaf_heights"] = heights
         return rel
+
+    def _prt_per_level(self, h: int) -> Fraction:
+        """The partition budget of one level of a tree of height ``h`` (given per level, or the total
+        split evenly over the levels)."""
+        if self.eps_prt_level is not None:
+            return self.eps_prt_level
+        if self.eps_prt_total is None:  # the constructor sets exactly one of the two
+            raise MechanismParameterError("internal error: neither eps_prt nor eps_prt_per_level is set")
+        return self.eps_prt_total / h
 
     def _baseline_splits(self, counts: np.ndarray, r0: np.ndarray, r1: np.ndarray, c0: np.ndarray, c1: np.ndarray,
                          split_rows: np.ndarray, length: np.ndarray, eps_prt_level: Fraction, grid_sens: int,
@@ -480,6 +487,6 @@ class HTF(SpatialMechanism):
             a, b, n1, n2 = split_cost_terms_all(block, 0 if split_rows[j] else 1)
             o = gridded_objective(a, b, n1, n2, self.objective_bits)
             scale = self.scale_for(eps_prt_level / int(length[j] - 1), grid_sens)
-            noisy = o + samplers.discrete_laplace(scale, o.size, rng)
+            noisy = o + GEOMETRIC.draw(scale, o.size, rng)
             out[j] = int(np.argmin(noisy)) + 1
         return out

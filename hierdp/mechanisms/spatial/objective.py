@@ -21,7 +21,7 @@ So ``o_k`` is an exact rational and everything here is integer arithmetic:
   grid gives an exact, float-free split search (paper 002 notes A13).
 
 Sensitivity (Theorem 1): adding or removing one point changes ``o_k`` by at most
-``2 (1 - 1/n_side) < 2``; ``tests/spatial/test_objective.py`` enumerates every neighbour of small
+``2 (1 - 1/n_side) < 2``; ``tests/mechanisms/spatial/test_objective.py`` enumerates every neighbour of small
 grids to check it.
 """
 

@@ -137,7 +137,7 @@ def _exact_em(util: np.ndarray, starts: np.ndarray, ncand: np.ndarray, beta: Fra
     """Exact exponential mechanism per node: propose a candidate uniformly, accept it with probability
     ``exp(-beta (U_max - U_k))`` (exact Bernoulli): the accepted candidate has law ∝ exp(beta U_k)."""
     out = np.empty(starts.size, np.int64)
-    for j, (s, n) in enumerate(zip(starts.tolist(), ncand.tolist())):
+    for j, (s, n) in enumerate(zip(starts.tolist(), ncand.tolist(), strict=False)):
         u = util[s:s + n]
         top = int(u.max())
         while True:

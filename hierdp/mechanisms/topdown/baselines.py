@@ -32,11 +32,12 @@ from hierdp.errors import HierdpError
 from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
 from hierdp.mechanisms.base import Mechanism, MechanismParameterError, refuse_solver
 from hierdp.privacy import samplers
-from hierdp.privacy.accounting import check_delta, check_epsilon
+from hierdp.privacy.conversions import check_delta, check_epsilon
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact, gaussian_sigma2, laplace_scale
+from hierdp.privacy.noise import DiscreteGaussianNoise, GeometricNoise
 from hierdp.privacy.unit import PrivacyUnit, check_contributions
-from hierdp.release import Accounting, ReleaseLevel, TreeRelease
+from hierdp.release import ReleaseLevel, TreeRelease
 
 __all__ = ["SH", "StabilityHistogram", "UniverseTooLarge", "VanillaGauss", "sh_threshold"]
 
@@ -125,8 +126,8 @@ class VanillaGauss(Mechanism):
         ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
         sigma2 = self.sigma2
         label = f"level {T} ({tree.level_names[T]}) all leaves"
-        ctx.spend(self.spec.budget, label, noise="discrete_gaussian", sigma2=sigma2,
-                  l2_sensitivity=math.sqrt(self.sens_sq), leaves=int(universe))
+        noise = DiscreteGaussianNoise()
+        ctx.spend_noise(self.spec.budget, label, noise, sigma2, self.sens_sq, leaves=int(universe))
         t0 = time.perf_counter()
         # materialize the universe top down: keys and group structure of every level
         keys = [np.array([tree.root_key], np.int64)]
@@ -137,7 +138,7 @@ class VanillaGauss(Mechanism):
             groups.append(np.repeat(np.arange(keys[-2].size, dtype=np.int64), np.diff(off)))
         rng_ = ctx.rng
         vals: list[Any] = [None] * (T + 1)
-        leaf = tree.counts(T, keys[T]) + samplers.discrete_gaussian(sigma2, keys[T].size, rng_)
+        leaf = tree.counts(T, keys[T]) + noise.draw(sigma2, keys[T].size, rng_)
         vals[T] = np.maximum(leaf, 0) if self.clamp else leaf
         # leaves above level T (uneven plain hierarchies) are noised too (the same histogram of leaves)
         for L in range(T - 1, -1, -1):
@@ -145,7 +146,7 @@ class VanillaGauss(Mechanism):
             has = np.bincount(groups[L + 1], minlength=keys[L].size) > 0
             if (~has).any():
                 idx = np.flatnonzero(~has)
-                own = tree.counts(L, keys[L][idx]) + samplers.discrete_gaussian(sigma2, idx.size, rng_)
+                own = tree.counts(L, keys[L][idx]) + noise.draw(sigma2, idx.size, rng_)
                 v[idx] = np.maximum(own, 0) if self.clamp else own
             vals[L] = v
         # keep non-zero nodes and the ancestors of kept nodes
@@ -156,7 +157,7 @@ class VanillaGauss(Mechanism):
             keep[L] = (vals[L] != 0) | kids
         keep[0][:] = True
         levels = []
-        newpos_prev = None
+        newpos_prev = np.zeros(0, np.int64)
         for L in range(T + 1):
             k = keep[L]
             par = np.full(int(k.sum()), -1, np.int64) if L == 0 else newpos_prev[groups[L][k]]
@@ -166,20 +167,12 @@ class VanillaGauss(Mechanism):
         notes = (("negative leaves set to 0 and parents re-summed (post-processing)",) if self.clamp else
                  ("values are raw noisy sums of the leaves: they can be negative, and the released total is noisy "
                   "(n is not used)",))
-        details = {"per_level": [{"level": T, "name": tree.level_names[T], "rho": float(self.spec.budget.rho),
-                                  "sigma2": sigma2,
-                                  "spend": f"rho={float(self.spec.budget.rho):.6g} sigma2={sigma2:.6g} on "
-                                           f"{universe:,} leaves"}],
-                   "l2_sensitivity": math.sqrt(self.sens_sq), "ledger": ctx.ledger.summary(self.spec.delta)}
-        acc = Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.spec.delta,
-                         spends=tuple(ctx.spends), assumptions=ctx.assumptions, notes=notes,
-                         conversion=self.spec.conversion if self.spec.epsilon_target is not None else None,
-                         epsilon_target=self.spec.epsilon_target, details=details)
+        acc = ctx.accounting(notes=notes, details={"l2_sensitivity": math.sqrt(self.sens_sq)})
         timings = [0.0] * T + [elapsed]
         stats = [{"nodes": int(k.size)} for k in keys]
         return TreeRelease(levels, list(tree.level_names), self.name, None, acc, timings, stats,
                            namer=getattr(tree, "namer", None),
-                           params={**self.params(), "universe": universe, "randomness": ctx.randomness},
+                           params=ctx.params(universe=universe),
                            nonnegative=self.clamp)
 
 
@@ -249,7 +242,7 @@ class StabilityHistogram(Mechanism):
                   noise="discrete_laplace" if self.discrete else "laplace", scale=self.scale,
                   l1_sensitivity=self.unit.l1_sensitivity(), threshold=self.threshold)
         if self.discrete:
-            noisy = counts + samplers.discrete_laplace(self.scale, keys.size, ctx.rng)
+            noisy = counts + GeometricNoise().draw(self.scale, keys.size, ctx.rng)
             keep = noisy >= self.threshold
         else:
             real = counts + samplers.laplace(self.scale, keys.size, ctx.rng)
@@ -257,19 +250,13 @@ class StabilityHistogram(Mechanism):
             noisy = np.rint(real).astype(np.int64)
         levels = _aggregate_up(tree, keys[keep], noisy[keep])
         elapsed = time.perf_counter() - t0
-        details = {"l1_sensitivity": self.unit.l1_sensitivity(), "laplace_scale": self.scale,
-                   "threshold": self.threshold, "ledger": ctx.ledger.summary(),
-                   "per_level": [{"level": T, "name": tree.level_names[T],
-                                  "spend": f"eps={self.epsilon:.6g} delta={self.delta:.3g} (Laplace scale "
-                                           f"{self.scale:.6g}, threshold {self.threshold:.6g})"}]}
-        acc = Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.delta,
-                         spends=tuple(ctx.spends), assumptions=ctx.assumptions,
-                         notes=("stability histogram, Thm 8: only true non-zero leaves can be released",),
-                         epsilon_target=self.epsilon, details=details)
+        acc = ctx.accounting(notes=("stability histogram, Thm 8: only true non-zero leaves can be released",),
+                             details={"l1_sensitivity": self.unit.l1_sensitivity(), "laplace_scale": self.scale,
+                                      "threshold": self.threshold}, epsilon_target=self.epsilon)
         timings = [0.0] * T + [elapsed]
-        stats = [{} for _ in range(T)] + [{"positive_leaves": int(keys.size), "released_leaves": int(keep.sum())}]
+        stats: list[dict[str, Any]] = [{} for _ in range(T)] + [{"positive_leaves": int(keys.size), "released_leaves": int(keep.sum())}]
         return TreeRelease(levels, list(tree.level_names), self.name, None, acc, timings, stats,
-                           namer=getattr(tree, "namer", None), params={**self.params(), "randomness": ctx.randomness})
+                           namer=getattr(tree, "namer", None), params=ctx.params())
 
 
 #: Short alias used in the paper.

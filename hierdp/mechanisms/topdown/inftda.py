@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from hierdp.mechanisms.base import MechanismParameterError
-from hierdp.mechanisms.topdown.engine import TopDownMechanism
-from hierdp.mechanisms.topdown.noise import NoiseModel
+from hierdp.mechanisms.topdown.mechanism import TopDownMechanism
+from hierdp.privacy.noise import NoiseModel
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.unit import PrivacyUnit
 
@@ -32,12 +32,12 @@ class InfTDA(TopDownMechanism):
         order: IntOpt's lowering order, ``"ascending"`` (paper: fewer false positives) or
             ``"descending"`` (fewer false negatives); an IntOpt option.
         time_limit: seconds per solver call, for general solvers.
-        noise, plan: see :class:`~hierdp.mechanisms.topdown.engine.TopDownMechanism` (paper 000
+        noise, plan: see :class:`~hierdp.mechanisms.topdown.mechanism.TopDownMechanism` (paper 000
             uses the defaults: discrete Gaussian, uniform).
         engine, executor: where levels run (``"serial"``, ``"processes"``, ``"dask"``; see
             :mod:`hierdp.scale.executors`); a seeded release is the same on every engine.
         constraints, constraint_solver, on_infeasible: a public constraint set honoured level by
-            level (see :class:`~hierdp.mechanisms.topdown.engine.TopDownMechanism` and
+            level (see :class:`~hierdp.mechanisms.topdown.mechanism.TopDownMechanism` and
             docs/constraints.md); groups reached by its rows are solved by an exact general solver.
     """
 

@@ -210,7 +210,7 @@ class LevelSolver:
             return self._solve_plain(noisy, offsets, totals)
         if self.constraint_solver is None:
             raise ValueError("this level solver was built without constraints (constraints=False)")
-        from hierdp.hierarchy.topdown_tree import gather_children
+        from hierdp._segments import gather_ranges
 
         offsets = np.asarray(offsets, dtype=np.int64)
         totals = np.asarray(totals)
@@ -227,7 +227,7 @@ class LevelSolver:
                       "constraint_rows": int(rows.n_rows)})
         if not redo.size:
             return values, stats
-        idx, off = gather_children(offsets[:-1][redo], sizes[redo])
+        idx, off = gather_ranges(offsets[:-1][redo], sizes[redo])
         try:
             v, cstats = self._solve_constrained(np.asarray(noisy)[idx], off, totals[redo], rows.restrict(idx), redo)
         except Exception as exc:

@@ -29,6 +29,7 @@ import numpy as np
 
 from hierdp.mechanisms.base import MechanismParameterError
 from hierdp.privacy.budget import Budget
+import itertools
 
 __all__ = ["BudgetPlan", "GeometricPlan", "PerNodePlan", "ProportionsPlan", "UniformPlan", "budget_plan"]
 
@@ -48,7 +49,7 @@ class BudgetPlan(ABC):
         level's part). Zero means the node is not measured."""
         return None
 
-    def check_paths(self, level: int, path_sums: np.ndarray) -> None:
+    def check_paths(self, level: int, path_sums: np.ndarray) -> None:  # noqa: B027 (a no-op default hook)
         """Refuse a level whose visited root-to-node budget sums exceed what the plan declared
         (only per-node plans track paths)."""
 
@@ -145,7 +146,7 @@ class PerNodePlan(BudgetPlan):
         sums = [float(x) for x in max_path_sums]
         if not sums or any(not math.isfinite(x) or x < 0 for x in sums):
             raise MechanismParameterError("max_path_sums must be finite and >= 0, one per level")
-        if any(b < a for a, b in zip(sums, sums[1:])):
+        if any(b < a for a, b in itertools.pairwise(sums)):
             raise MechanismParameterError("max_path_sums must be non-decreasing (a path sum only grows)")
         if sums[-1] > 1.0:
             raise MechanismParameterError(f"max_path_sums must end at most at 1 (the whole budget), got {sums[-1]!r}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from hierdp.mechanisms.base import MechanismParameterError
-from hierdp.mechanisms.topdown.engine import TopDownMechanism
+from hierdp.mechanisms.topdown.mechanism import TopDownMechanism
 from hierdp.mechanisms.topdown.level_solver import LevelSolver, check_level_solver
-from hierdp.mechanisms.topdown.noise import NoiseModel
+from hierdp.privacy.noise import NoiseModel
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.unit import PrivacyUnit
 
@@ -50,7 +50,6 @@ class TDA(TopDownMechanism):
             self.name = "TDA_linf"
         else:
             self.name = "TDA_l2" if rounding == "paper" else "TDA_l2_exact"
-        self._requested_solver = solver
         super().__init__(epsilon, delta, rho=rho, budget=budget, unit=unit, bounded=bounded,
                          contributions=contributions, distinct=distinct, secure=secure, conversion=conversion,
                          noise=noise, plan=plan, objective=objective, solver=solver, solver_options=solver_options,

@@ -9,20 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hierdp.mechanisms.safetab import (
-    AGE_BINS,
-    PopulationGroupLevel,
-    SafeTabError,
-    StabilityError,
-    safetab,
-)
-from hierdp.mechanisms.safetab.accounting import (
+from hierdp.mechanisms.safetab import AGE_BINS, PopulationGroupLevel, SafeTab, SafeTabError, StabilityError
+from hierdp.mechanisms.safetab.guarantee import (
     PAPER_ALPHAS,
     level_budgets_for_moe,
     rdp_curve_geometric_levels,
     safetab_accounting,
 )
-from hierdp.privacy.accounting import rdp_epsilon_term, zcdp_to_approx_dp
+from hierdp.privacy.conversions import rdp_epsilon_term, zcdp_to_approx_dp
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.errors import BudgetExceeded
 from hierdp.privacy.moe import discrete_gaussian_rho_for_moe, geometric_epsilon_for_moe
@@ -109,9 +103,8 @@ def test_thresholds_select_the_tabulation():
     sizes = {"tiny": 5, "at_theta1": 10, "small": 50, "mid": 500, "big": 5000}
     df, pairs = _frame(sizes)
     for noise, budget in (("geometric", 800.0), ("discrete_gaussian", 5e4)):
-        rel = safetab(df, [PopulationGroupLevel("L", budget, 1, pairs, total_only=["mid"])],
-                      noise=noise, thresholds=(10, 100, 1000), seed=1, include_true=True,
-                      observed_domain_public=True)
+        rel = SafeTab([PopulationGroupLevel("L", budget, 1, pairs, total_only=["mid"])], noise=noise, thresholds=(10,
+                      100, 1000), include_true=True, observed_domain_public=True).release(df, seed=1)
         tab = rel.frame.groupby("group", observed=True)["tabulation"].first().astype(str).to_dict()
         assert tab == {"tiny": "total", "at_theta1": "sex_age4", "small": "sex_age4",
                        "mid": "total_only", "big": "sex_age23"}
@@ -122,8 +115,8 @@ def test_thresholds_select_the_tabulation():
         cells = f.groupby("group", observed=True).size().to_dict()
         assert cells == {"tiny": 1, "at_theta1": 8, "small": 8, "mid": 1, "big": 46}
     df2, pairs2 = _frame({"g": 500})
-    rel = safetab(df2, [PopulationGroupLevel("L", 800.0, 1, pairs2)], thresholds=(10, 100, 1000),
-                  seed=2, observed_domain_public=True)
+    rel = SafeTab([PopulationGroupLevel("L", 800.0, 1, pairs2)], thresholds=(10, 100, 1000),
+                  observed_domain_public=True).release(df2, seed=2)
     assert set(rel.frame["tabulation"].astype(str)) == {"sex_age9"}
     assert len(rel.frame) == 2 * len(AGE_BINS["age9"])
 
@@ -136,9 +129,9 @@ def test_stated_moe_covers_95_percent_over_2000_runs(noise):
         else discrete_gaussian_rho_for_moe(moe_target)
     budget = s * base / (1 - GAMMA)
     pairs2 = pd.concat([pairs, pairs.assign(group="all")], ignore_index=True)   # stability 2
-    rel = safetab(df, [PopulationGroupLevel("L", budget, s, pairs2)], noise=noise,
-                  thresholds=(50, 500, 5000), gamma=GAMMA, seed=11, repetitions=2000,
-                  include_true=True, observed_domain_public=True)
+    rel = SafeTab([PopulationGroupLevel("L", budget, s, pairs2)], noise=noise, thresholds=(50, 500, 5000),
+                  gamma=GAMMA, repetitions=2000, include_true=True, observed_domain_public=True).release(df,
+                  seed=11)
     f = rel.frame
     assert (f["moe"] == moe_target).all()
     assert f["run"].nunique() == 2000
@@ -151,7 +144,7 @@ def test_release_accounting_in_every_calculus():
     df, pairs = _frame({"a": 40, "b": 300})
     lv = [PopulationGroupLevel("A", 1.0, 1, pairs), PopulationGroupLevel("B", 2.0, 1, pairs,
                                                                          total_only=True)]
-    g = safetab(df, lv, seed=0, observed_domain_public=True).accounting
+    g = SafeTab(lv, observed_domain_public=True).release(df, seed=0).accounting
     # sums and squares of binary-exact budgets (1, 2, 0.1 * 1, 0.9 * 1): a few ulps at most
     assert g.pure_epsilon == pytest.approx(3.0)
     assert g.approx["pure"] == pytest.approx(3.0)
@@ -159,7 +152,7 @@ def test_release_accounting_in_every_calculus():
     # zCDP of the geometric release: level A two-stage 0.1^2/2 + 0.9^2/2, level B 2^2/2
     assert g.zcdp_rho == pytest.approx((0.01 + 0.81) / 2 + 2.0)
     assert g.best_epsilon <= 3.0
-    d = safetab(df, lv, noise="discrete_gaussian", seed=0, observed_domain_public=True).accounting
+    d = SafeTab(lv, noise="discrete_gaussian", observed_domain_public=True).release(df, seed=0).accounting
     assert d.zcdp_rho == pytest.approx(3.0) and math.isinf(d.pure_epsilon)
     np.testing.assert_allclose(d.rdp(np.array([2.0, 5.0])), [6.0, 15.0])
 
@@ -167,11 +160,11 @@ def test_release_accounting_in_every_calculus():
 def test_accountant_is_charged():
     df, pairs = _frame({"a": 40})
     acc = Accountant(Budget.pure(5.0))
-    safetab(df, [PopulationGroupLevel("A", 2.0, 1, pairs)], seed=0, accountant=acc, observed_domain_public=True)
+    SafeTab([PopulationGroupLevel("A", 2.0, 1, pairs)], observed_domain_public=True).release(df, seed=0, accountant=acc)
     assert acc.spent.epsilon == pytest.approx(2.0)
     accz = Accountant(Budget.zcdp(1.0))
-    safetab(df, [PopulationGroupLevel("A", 0.4, 1, pairs)], noise="discrete_gaussian", seed=0,
-            accountant=accz, observed_domain_public=True)
+    SafeTab([PopulationGroupLevel("A", 0.4, 1, pairs)], noise="discrete_gaussian",
+            observed_domain_public=True).release(df, seed=0, accountant=accz)
     assert accz.spent.rho == pytest.approx(0.4)
 
 
@@ -210,7 +203,8 @@ def test_bad_input_raises_before_any_noise(case):
     rng = np.random.default_rng(123)
     before = _state(rng)
     with pytest.raises(expected) as info:
-        safetab(df, [level], rng=rng, observed_domain_public=True, **kwargs)
+        accountant = kwargs.pop("accountant", None)
+        SafeTab([level], observed_domain_public=True, **kwargs).release(df, rng=rng, accountant=accountant)
     assert _state(rng) == before, "noise was drawn before the error"
     assert acc.spent.is_zero
     if case == "stability":
@@ -248,10 +242,10 @@ def test_population_groups_and_consistent_totals():
         pairs, universe = population_groups(ent, its)
         levels.append(PopulationGroupLevel(lvl, 50.0, 6, pairs, universe=universe,
                                            total_only=True))
-    rel = safetab(df, levels, seed=3)
+    rel = SafeTab(levels).release(df, seed=3)
     f = rel.frame
     white = f[f["group"].astype(str).str.endswith("|White alone or in combination")]
-    noisy = {g.split("|")[0]: v for g, v in zip(white["group"].astype(str), white["noisy_count"])}
+    noisy = {g.split("|")[0]: v for g, v in zip(white["group"].astype(str), white["noisy_count"], strict=False)}
     out = consistent_totals(geo, noisy, solver="highs")
     assert out["total"] == out[["CA", "NY", "TX"]].sum()
     assert (out >= 0).all() and np.allclose(out, np.round(out))
@@ -261,9 +255,8 @@ def test_secure_rng_and_paper_moe():
     from hierdp.privacy.rng import make_rng
 
     df, pairs = _frame({"a": 30, "b": 12})
-    rel = safetab(df, [PopulationGroupLevel("A", 1.0, 1, pairs)], rng=make_rng(secure=True),
-                  thresholds=(20, 200, 2000), noise="discrete_gaussian", moe_method="paper",
-                  observed_domain_public=True)
+    rel = SafeTab([PopulationGroupLevel("A", 1.0, 1, pairs)], thresholds=(20, 200, 2000), noise="discrete_gaussian",
+                  moe_method="paper", observed_domain_public=True).release(df, rng=make_rng(secure=True))
     f = rel.frame
     assert np.issubdtype(f["noisy_count"].dtype, np.integer)
     # paper's discrete Gaussian MOE floor(1.96 sigma) with rho = 0.9 per Step-2 count

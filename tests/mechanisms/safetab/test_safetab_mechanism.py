@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTab, SafeTabError, safetab
+from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTab, SafeTabError
 from hierdp.privacy.budget import Accountant, Budget
 
 
@@ -28,7 +28,7 @@ def _data():
 def test_the_class_and_the_function_are_one_mechanism():
     df, levels = _data()
     a = SafeTab(levels, sex_values=["F", "M"]).release(df, seed=3)
-    b = safetab(df, levels, sex_values=["F", "M"], seed=3)
+    b = SafeTab(levels, sex_values=["F", "M"]).release(df, seed=3)
     pd.testing.assert_frame_equal(a.frame, b.frame)
     assert a.accounting.text() == b.accounting.text()
     assert [s.label for s in a.accounting.spends] == ["level one", "level two"]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTabError, StabilityError, safetab
+from hierdp.mechanisms.safetab import PopulationGroupLevel, SafeTab, SafeTabError, StabilityError
 
 EPS = 0.3        # per-group budget b of the geometric run (pure DP)
 RHO = 0.02       # per-group budget b of the discrete-Gaussian run (zCDP)
@@ -58,8 +58,7 @@ def _levels(budget_per_group: float) -> list[PopulationGroupLevel]:
 @pytest.mark.parametrize("noise,b", [("geometric", EPS), ("discrete_gaussian", RHO)])
 def test_totals_only_without_age_matches_the_exact_noise_law(noise, b):
     df, _, _ = _frame()
-    rel = safetab(df, _levels(b), noise=noise, age=None, seed=11, repetitions=REPS,
-                  include_true=True)
+    rel = SafeTab(_levels(b), noise=noise, age=None, repetitions=REPS, include_true=True).release(df, seed=11)
     f = rel.frame
     assert set(f["tabulation"]) == {"total_only"} and set(f["cell"]) == {"total"}
     assert rel.observed_stability == {"region": 1, "district": 2}
@@ -96,7 +95,7 @@ def test_totals_only_without_age_matches_the_exact_noise_law(noise, b):
 
 
 def _bad_cases() -> dict[str, tuple[list[PopulationGroupLevel], dict]]:
-    df, regions, districts = _frame()
+    _df, regions, districts = _frame()
     ok = PopulationGroupLevel("region", 0.5, 1, regions, total_only=True)
     adaptive = PopulationGroupLevel("region", 0.5, 1, regions, total_only=["N"])
     understated = PopulationGroupLevel("district", 0.5, 1, districts, total_only=True)
@@ -117,7 +116,7 @@ def test_bad_input_raises_before_any_noise(case):
     before = rng.bit_generator.state
     expected = StabilityError if case == "understated stability" else SafeTabError
     with pytest.raises(expected) as info:
-        safetab(df, levels, rng=rng, **kwargs)
+        SafeTab(levels, **kwargs).release(df, rng=rng)
     assert rng.bit_generator.state == before
     if case == "adaptive group without age":
         assert "'S'" in str(info.value) and "age" in str(info.value)

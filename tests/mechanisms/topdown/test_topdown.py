@@ -15,7 +15,8 @@ from hierdp.hierarchy import Hierarchy
 from hierdp.hierarchy.od import ODTree
 from hierdp.hierarchy.topdown_tree import HierarchyTree
 from hierdp.solvers.paper_round import paper_round_batch
-from hierdp.mechanisms.topdown import TDA, InfTDA, level_sensitivity_sq
+from hierdp.mechanisms.topdown import TDA, InfTDA
+from hierdp.privacy.unit import PrivacyUnit
 from hierdp.solvers import UnsupportedProblem
 from hierdp.privacy.errors import PrivacyParameterError
 
@@ -23,11 +24,11 @@ from hierdp.privacy.errors import PrivacyParameterError
 def _random_hierarchy(rng: np.random.Generator, depth: int, max_fan: int, sparsity: float) -> Hierarchy:
     rows = []
     paths = [[]]
-    for lev in range(depth):
-        paths = [p + [f"{'.'.join(p)}>{k}"] for p in paths for k in range(int(rng.integers(1, max_fan + 1)))]
+    for _lev in range(depth):
+        paths = [[*p, f"{'.'.join(p)}>{k}"] for p in paths for k in range(int(rng.integers(1, max_fan + 1)))]
     for p in paths:
         c = 0 if rng.random() < sparsity else int(rng.integers(1, 60))
-        rows.append(p + [c])
+        rows.append([*p, c])
     df = pd.DataFrame(rows, columns=[f"l{i}" for i in range(depth)] + ["n"])
     return Hierarchy.from_frame(df, levels=[f"l{i}" for i in range(depth)], count="n",
                                 observed_domain_public=True)  # synthetic data: its domain is public
@@ -36,7 +37,7 @@ def _random_hierarchy(rng: np.random.Generator, depth: int, max_fan: int, sparsi
 def _random_od(rng: np.random.Generator, g: int, max_fan: int, n_trips: int, kind: str) -> ODTree:
     paths = [[]]
     for lev in range(g):
-        paths = [p + [f"{'.'.join(p)}>{k}"] for p in paths
+        paths = [[*p, f"{'.'.join(p)}>{k}"] for p in paths
                  for k in range(int(rng.integers(2 if lev == 0 else 1, max_fan + 1)))]
     geo = pd.DataFrame(paths, columns=[f"L{i}" for i in range(g)])
     leaves = geo.iloc[:, -1].to_numpy()
@@ -112,27 +113,32 @@ def test_budget_matches_algorithm_1() -> None:
     rho = (eps / (math.sqrt(math.log(1 / delta) + eps) + math.sqrt(math.log(1 / delta)))) ** 2
     rel = InfTDA(epsilon=eps, delta=delta).release(tree, seed=0)
     acc = rel.accounting
-    assert acc["rho"] == pytest.approx(rho, rel=1e-12)  # the library also rounds rho down by ulps
-    assert acc["epsilon"] == pytest.approx(eps, rel=1e-9)  # Lemma 3 round trip (a few ulps)
-    levels = acc["per_level"][1:]
-    assert len(levels) == T
+    assert acc.total.rho == pytest.approx(rho, rel=1e-12)  # the library also rounds rho down by ulps
+    analytic = next(g for g in acc.guarantees if g.calculus == "approx" and g.method.startswith("zCDP, analytic"))
+    assert analytic.parameters["epsilon"] == pytest.approx(eps, rel=1e-9)  # Lemma 3 round trip (a few ulps)
+    levels = acc.spends  # bounded: the root is public, so one spend per level below it
+    assert [s.label for s in levels] == [f"level {L} ({tree.level_names[L]})" for L in range(1, T + 1)]
     for item in levels:  # sigma2 is rounded up by at most an ulp: 1e-12 relative is wide
-        assert item["sigma2"] == pytest.approx(T / rho, rel=1e-12)
-    assert sum(item["rho"] for item in levels) == pytest.approx(rho, rel=1e-12)  # T float roundings
+        assert item.details["sigma2"] == pytest.approx(T / rho, rel=1e-12)
+    assert sum(item.budget.rho for item in levels) == pytest.approx(rho, rel=1e-12)  # T float roundings
     assert "zCDP" in rel.guarantee and "1e-08" in rel.guarantee
     # unbounded (Alg. 3): T + 1 equal shares, the root's with sensitivity m
     rel_u = InfTDA(rho=rho, delta=delta, bounded=False, contributions=2).release(tree, seed=0)
-    items = rel_u.accounting["per_level"]
+    items = rel_u.accounting.spends
     # closed forms, sigma2 rounded up by at most an ulp: default (1e-6) tolerances below are loose
-    assert items[0]["sigma2"] == pytest.approx(2 ** 2 / (2 * rho / (T + 1)))
+    assert items[0].details["sigma2"] == pytest.approx(2 ** 2 / (2 * rho / (T + 1)))
     share = 2 * rho / (T + 1)
-    assert all(i["sigma2"] == pytest.approx(2 ** 2 / share) for i in items[1:])  # GS2^2 = m^2
-    assert sum(i["rho"] for i in items) == pytest.approx(rho)
+    assert all(i.details["sigma2"] == pytest.approx(2 ** 2 / share) for i in items[1:])  # GS2^2 = m^2
+    assert sum(i.budget.rho for i in items) == pytest.approx(rho)
     # declared distinct pairs: GS2^2 = m at the finest level only (coarser cells merge pairs)
     items_d = InfTDA(rho=rho, delta=delta, bounded=False, contributions=2, distinct=True).release(
-        tree, seed=0).accounting["per_level"]
-    assert all(i["sigma2"] == pytest.approx(4 / share) for i in items_d[1:-1])
-    assert items_d[-1]["sigma2"] == pytest.approx(2 / share)
+        tree, seed=0).accounting.spends
+    assert all(i.details["sigma2"] == pytest.approx(4 / share) for i in items_d[1:-1])
+    assert items_d[-1].details["sigma2"] == pytest.approx(2 / share)
+
+
+def level_sensitivity_sq(bounded: bool, contributions: int, distinct: bool = False, *, finest: bool = True) -> int:
+    return PrivacyUnit(bounded, contributions, distinct).l2_sensitivity_sq(finest=finest)
 
 
 def test_sensitivities() -> None:
@@ -155,11 +161,11 @@ def test_seed_reproducible_and_zero_subtrees_not_expanded() -> None:
     tree = _random_od(rng, 3, 3, 100, "destination")
     a = InfTDA(epsilon=0.5, delta=1e-8).release(tree, seed=11)
     b = InfTDA(epsilon=0.5, delta=1e-8).release(tree, seed=11)
-    assert all(np.array_equal(x.values, y.values) and np.array_equal(x.keys, y.keys) for x, y in zip(a.levels, b.levels))
+    assert all(np.array_equal(x.values, y.values) and np.array_equal(x.keys, y.keys) for x, y in zip(a.levels, b.levels, strict=False))
     # children generated per level = children of the positive nodes of the level above only
     for L in range(1, a.n_levels):
         parents = a.levels[L - 1]
-        ck, off, _ = tree.expand(L - 1, parents.keys[parents.values > 0])
+        ck, _off, _ = tree.expand(L - 1, parents.keys[parents.values > 0])
         assert a.solver_stats[L]["children"] == ck.size
 
 

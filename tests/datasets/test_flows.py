@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from experiments.common import inftda_reference_dir
-from hierdp.hierarchy.synthetic import (
+from hierdp.datasets.flows import (
     binary_partition,
     italy_like_od,
     random_partition,

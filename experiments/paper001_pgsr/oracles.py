@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -31,7 +31,7 @@ def full_histograms(parent: list[int], leaves: list[int], leaf_values: np.ndarra
     summed by walking up parents one node at a time."""
     n = len(parent)
     h = np.zeros((n, K), np.int64)
-    for leaf, row in zip(leaves, leaf_values):
+    for leaf, row in zip(leaves, leaf_values, strict=False):
         r = leaf
         while r >= 0:
             h[r] += row
@@ -87,7 +87,7 @@ def level_of(parent: list[int]) -> list[int]:
 
 
 def chain_coordinates(parent: list[int], h: np.ndarray) -> list[tuple[tuple[int, int], int]]:
-    """The §9.2 chain of the DP hierarchy: ``[((k, r), s)]`` in post-order, size-major, the dummy
+    """The §9.2 chain of the dynamic-programming hierarchy: ``[((k, r), s)]`` in post-order, size-major, the dummy
     root last as ``((0, -1), G)``; ``s`` = running sum over earlier chain nodes of the same level
     (levels: the root 0, region level + 1)."""
     K = h.shape[1]

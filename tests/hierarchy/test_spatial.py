@@ -21,7 +21,7 @@ def _bin_loop(x, y, box, rows, cols):
     """Bin each point with exact fractions: col = floor((x - x0) * cols / (x1 - x0)), upper edge -> last."""
     x0, x1, y0, y1 = (Fraction(v) for v in box)
     out = np.zeros((rows, cols), np.int64)
-    for a, b in zip(x, y):
+    for a, b in zip(x, y, strict=False):
         j = int((Fraction(a) - x0) * cols // (x1 - x0))
         i = int((Fraction(b) - y0) * rows // (y1 - y0))
         out[min(i, rows - 1), min(j, cols - 1)] += 1
@@ -58,7 +58,7 @@ def test_rectangle_counts_equal_direct_sums():
     r = np.sort(rng.integers(0, 38, (500, 2)), axis=1)
     c = np.sort(rng.integers(0, 24, (500, 2)), axis=1)
     got = g.rect_count(r[:, 0], r[:, 1], c[:, 0], c[:, 1])
-    want = [counts[a:b, p:q].sum() for (a, b), (p, q) in zip(r, c)]
+    want = [counts[a:b, p:q].sum() for (a, b), (p, q) in zip(r, c, strict=False)]
     assert got.tolist() == want
     q = np.stack([r[:, 0], r[:, 1], c[:, 0], c[:, 1]], axis=1)
     assert g.query_counts(q).tolist() == want

@@ -1,4 +1,4 @@
-"""The ``chain`` plug-in (paper 001 eq. 8) against brute force, an explicit cost-table DP, HiGHS and
+"""The ``chain`` plug-in (paper 001 eq. 8) against brute force, an explicit cost-table dynamic program, HiGHS and
 CP-SAT; its certificate and exact fallback; its refusals."""
 
 from __future__ import annotations

@@ -143,14 +143,14 @@ def nested_partition(
                 suffixes: list[list[int]] = [[]]
             else:
                 grand = expand(level + 1, node_seed + i)
-                suffixes = [[cid] + s for cid, subs in grand for s in subs]
+                suffixes = [[cid, *s] for cid, subs in grand for s in subs]
             out.append((counter, suffixes))
             counter += 1
         return out
 
     for cid, subs in expand(0, seed):
         for s in subs:
-            paths.append([0, cid] + s)
+            paths.append([0, cid, *s])
     return NestedPartition(paths=np.asarray(paths, dtype=np.int64))
 
 

@@ -1,4 +1,4 @@
-"""The TopDown engine: plan the budget, then per level expand → measure → post-process.
+"""The TopDown mechanism: plan the budget, then per level expand → measure → post-process.
 
 Every TopDown mechanism walks a :class:`~hierdp.hierarchy.topdown_tree.TopDownTree` level by
 level. At level L it takes the surviving (released, positive) nodes, asks the tree for *all* their
@@ -9,7 +9,7 @@ are all zero and are never expanded (paper 000 Alg. 1, line 9). The three seams:
 
 * **budget plan** (:mod:`.plan`) - the ledger spend of each measured level and, optionally, a
   budget per node: uniform (paper 000), given proportions, geometric (HTF), per node (spines);
-* **noise model** (:mod:`.noise`) - discrete Gaussian (ρ-zCDP) or geometric (pure ε-DP),
+* **noise model** (:mod:`hierdp.privacy.noise`) - discrete Gaussian (ρ-zCDP) or geometric (pure ε-DP),
   calibrated to the privacy unit's sensitivity with the scale rounded in the safe direction;
 * **level solver** (:mod:`.level_solver`) - any registered solver, by name or instance, with its
   options (``executor=``, ``time_limit=``), always through :func:`hierdp.solvers.solve_groups`.
@@ -48,7 +48,7 @@ import numpy as np
 from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
 from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted, RunContext
 from hierdp.mechanisms.topdown.level_solver import LevelSolver
-from hierdp.mechanisms.topdown.noise import NoiseModel, noise_model
+from hierdp.privacy.noise import NoiseModel, noise_model
 from hierdp.mechanisms.topdown.plan import BudgetPlan, PerNodePlan, budget_plan
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact
@@ -114,7 +114,7 @@ class TopDownMechanism(Mechanism):
         unit, bounded, contributions, distinct: the privacy unit
             (:class:`~hierdp.privacy.unit.PrivacyUnit`).
         noise: ``"discrete_gaussian"`` (default), ``"geometric"`` or a
-            :class:`~hierdp.mechanisms.topdown.noise.NoiseModel`.
+            :class:`~hierdp.privacy.noise.NoiseModel`.
         plan: ``"uniform"`` (default), ``"geometric"``, a list of proportions (one per measured
             level), or a :class:`~hierdp.mechanisms.topdown.plan.BudgetPlan`.
         objective: the level objective, ``"linf"``, ``"l2"`` or ``"l1"``.
@@ -143,7 +143,6 @@ class TopDownMechanism(Mechanism):
     """
 
     name = "TopDown"
-    uses_solver = True
     #: target number of children per batch: a level is processed in chunks of parents so that peak
     #: memory stays bounded on wide levels (groups are independent, so chunks are too)
     chunk_children: int = 1 << 21
@@ -243,10 +242,6 @@ class TopDownMechanism(Mechanism):
         """Seconds per solver call."""
         return self.level_solver.time_limit
 
-    def level_sens_sq(self, level: int, n_levels: int) -> float:
-        """Squared L2 sensitivity of ``level`` in a tree with ``n_levels`` levels (root = 0)."""
-        return float(self.unit.l2_sensitivity_sq(finest=level == n_levels - 1))
-
     def params(self) -> dict[str, Any]:
         out = {**super().params(), **self.level_solver.params(), "noise": self.noise.name, "plan": self.plan.name}
         constraints = getattr(self, "constraints", None)
@@ -270,7 +265,7 @@ class TopDownMechanism(Mechanism):
         return self.level_solver.solve(noisy, offsets, totals, rows=rows)
 
     # -- one level -------------------------------------------------------------------------------
-    def _run_level(self, tree: TopDownTree, L: int, prev: ReleaseLevel, param: float, sens: int, rng: Any,
+    def _run_level(self, tree: TopDownTree, L: int, prev: ReleaseLevel, param: float | None, sens: int, rng: Any,
                    prev_paths: np.ndarray | None, plan: Any = None) -> tuple[ReleaseLevel, dict[str, Any],
                                                                            np.ndarray | None]:
         """Expand the positive nodes of level L, noise their children, solve, keep positives
@@ -295,7 +290,8 @@ class TopDownMechanism(Mechanism):
             chunk = alive[start:end]
             start += chunk.size
             res = self._process_chunk(tree, L, chunk, prev.keys[chunk], prev.values[chunk],
-                                      prev_paths[chunk] if per_node else None, param, sens, rng, plan=plan)
+                                      prev_paths[chunk] if per_node and prev_paths is not None else None, param, sens,
+                                      rng, plan=plan)
             out_keys.append(res.keys)
             out_par.append(res.parent_rows)
             out_val.append(res.values)
@@ -319,7 +315,7 @@ class TopDownMechanism(Mechanism):
         return level, st, new_paths
 
     def _process_chunk(self, tree: TopDownTree, L: int, rows: np.ndarray, parent_keys: np.ndarray,
-                       parent_values: np.ndarray, parent_paths: np.ndarray | None, param: float, sens: int,
+                       parent_values: np.ndarray, parent_paths: np.ndarray | None, param: float | None, sens: int,
                        rng: Any, plan: Any = None) -> ChunkResult:
         """One chunk of level L + 1: the children of the given parents (rows of level L, their keys,
         released values and path sums), noised, solved, the positive ones kept. Pure given its
@@ -340,7 +336,7 @@ class TopDownMechanism(Mechanism):
         paths = None
         if parent_paths is not None:
             noisy, paths = self._per_node_noise(L + 1, child_keys, true, sens, np.repeat(parent_paths, sizes), rng)
-        elif child_keys.size:
+        elif child_keys.size and param is not None:  # (a level of a per-node plan has no single parameter)
             noisy = true + self.noise.draw(param, child_keys.size, level_randomness(rng, L + 1, child_keys))
         else:
             noisy = true
@@ -421,7 +417,7 @@ class TopDownMechanism(Mechanism):
         if T < 1:
             raise MechanismParameterError("the tree has no level below the root: nothing to release")
         measured = list(range(1 if self.unit.bounded else 0, T + 1))
-        parts = dict(zip(measured, self.plan.level_parts(self.spec.budget, measured)))
+        parts = dict(zip(measured, self.plan.level_parts(self.spec.budget, measured), strict=False))
         names = list(tree.level_names)
         # every level's noise scale is computed now, so a budget too small or too large for double
         # precision is refused before any noise (per-node plans calibrate per node as they go)
@@ -573,10 +569,8 @@ class TopDownMechanism(Mechanism):
                       params: dict[int, Any], sens: dict[int, int], state: _RunState, source: Any = None) -> None:
         t0 = time.perf_counter()
         name = state.names[0]
-        if self.unit.bounded:
+        if self.unit.bounded:  # the root total is public under bounded neighbours: nothing is measured
             root_value = int(tree.root_count)
-            key = "rho" if self.noise.calculus == "zcdp" else "epsilon"
-            state.per_level.append({"level": 0, "name": name, "spend": "public (bounded DP)", key: 0.0})
             root_path = 0.0
         else:
             if isinstance(self.plan, PerNodePlan):
@@ -603,49 +597,32 @@ class TopDownMechanism(Mechanism):
 
     def _spend_level(self, ctx: RunContext, L: int, name: str, part: Budget, param: float | None, sens: int,
                      state: _RunState, label: str | None = None) -> None:
-        """Record level L's spend (before its noise) and its line in the per-level table."""
-        noise = self.noise
-        details: dict[str, Any] = {"noise": noise.name, noise.sensitivity_name: noise.sensitivity_value(sens)}
-        item: dict[str, Any] = {"level": L, "name": name}
-        amount = float(next(iter(part.parameters.values())))
-        key = "rho" if noise.calculus == "zcdp" else "epsilon"
-        item[key] = amount
-        if param is not None:
-            details[noise.parameter_name] = param
-            details["delivered"] = noise.delivered(param, sens)  # exact, <= the part
-            item[noise.parameter_name] = param
-            item["spend"] = f"{key}={amount:.6g} {noise.parameter_name}={param:.6g}"
+        """Record level L's spend before its noise (drawn in :meth:`_process_chunk`)."""
+        label = label or f"level {L} ({name})"
+        if param is None:  # a per-node plan: each node's parameter follows its own budget
+            ctx.spend_noise(part, label, self.noise, None, sens, note=f"budget per node: {self.plan.describe(0)}")
         else:
-            item["spend"] = f"{key}={amount:.6g} (budget per node: {self.plan.describe(0)})"
-        item[noise.sensitivity_name] = noise.sensitivity_value(sens)
-        ctx.spend(part, label or f"level {L} ({name})", **details)
-        state.per_level.append(item)
+            ctx.spend_noise(part, label, self.noise, param, sens)
 
     def _accounting(self, ctx: RunContext, state: _RunState, partial: bool) -> Accounting:
-        sens_values = [it[self.noise.sensitivity_name] for it in state.per_level if self.noise.sensitivity_name in it]
-        details: dict[str, Any] = {
-            "per_level": state.per_level, "split": self.plan.describe(len(sens_values)), "noise": self.noise.name,
-            "plan": self.plan.name, "ledger": ctx.ledger.summary(self.spec.delta),
-            self.noise.sensitivity_name: max(sens_values) if sens_values else None,
-        }
-        notes: tuple[str, ...] = ("partial release: the run stopped before its last level",) if partial else ()
+        key = self.noise.sensitivity_name
+        sens_values = [s.details[key] for s in ctx.spends if key in s.details]
+        details: dict[str, Any] = {"split": self.plan.describe(len(sens_values)), "noise": self.noise.name,
+                                   "plan": self.plan.name, key: max(sens_values) if sens_values else None}
+        notes: tuple[str, ...] = ()
         resolved = getattr(state, "constraints", None)
         if resolved is not None:
             relaxed = [r for st in state.stats for r in st.get("relaxations", ())]
             details["constraints"] = {**resolved.describe(), "on_infeasible": self._on_infeasible,
                                       "relaxations": relaxed}
-            notes = (*notes, resolved.text(), *(_relaxation_note(r, state.names) for r in relaxed))
-        return Accounting(mechanism=self.name, total=self.spec.budget, unit=self.unit, delta=self.spec.delta,
-                          spends=tuple(ctx.spends), assumptions=ctx.assumptions, notes=notes,
-                          conversion=self.spec.conversion if self.spec.epsilon_target is not None else None,
-                          epsilon_target=self.spec.epsilon_target, details=details)
+            notes = (resolved.text(), *(_relaxation_note(r, state.names) for r in relaxed))
+        return ctx.accounting(details=details, notes=notes, partial=partial)
 
     def _make_release(self, tree: TopDownTree, ctx: RunContext, state: _RunState, partial: bool) -> TreeRelease:
         n = len(state.levels)
         return TreeRelease(list(state.levels), list(state.names[:n]), self.name, self.solver_name,
                            self._accounting(ctx, state, partial), list(state.timings), list(state.stats),
-                           namer=getattr(tree, "namer", None), params={**self.params(), "randomness": ctx.randomness},
-                           partial=partial)
+                           namer=getattr(tree, "namer", None), params=ctx.params(), partial=partial)
 
     def _aborted(self, tree: TopDownTree, ctx: RunContext, state: _RunState, L: int, cause: BaseException,
                  parent_keys: np.ndarray | None) -> ReleaseAborted:
@@ -660,13 +637,8 @@ class TopDownMechanism(Mechanism):
                 labels = [str(k) for k in shown]
             more = f" and {len(parent_keys) - len(shown)} more" if len(parent_keys) > len(shown) else ""
             where = f", parent {', '.join(labels)}{more}"
-        msg = (f"{self.name} aborted at level {L} ({state.names[L]}){where} after its budget was spent: "
-               f"{type(cause).__name__}: {cause}. Spent so far: {ctx.spent} of {self.spec.budget} "
-               f"({len(ctx.spends)} parts, recorded in the ledger); the release of levels 0-{L - 1} is attached "
-               "as .partial (do not publish it as complete)")
-        return ReleaseAborted(msg, partial=partial, spends=tuple(ctx.spends), spent=ctx.spent, accountant=ctx.ledger,
-                              external_accountant=ctx.external, level=L, level_name=state.names[L],
-                              parents=parent_keys, cause=cause)
+        return ctx.aborted(cause, where=f"at level {L} ({state.names[L]}){where}", partial=partial, level=L,
+                           level_name=state.names[L], parents=parent_keys)
 
 
 class _RunState:
@@ -678,7 +650,6 @@ class _RunState:
         self.paths: list[np.ndarray | None] = []
         self.timings: list[float] = []
         self.stats: list[dict[str, Any]] = []
-        self.per_level: list[dict[str, Any]] = []
         self.constraints: Any = None  # the resolved constraint set (hierdp.constraints), if any
         self.fixed_relaxations: list[dict[str, Any]] = []  # rows over fixed nodes relaxed at a level's start
 

@@ -16,11 +16,10 @@ Conventions (Bun & Steinke 2016; Canonne, Kamath & Steinke 2020; paper 004 App. 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from scipy.optimize import brentq, minimize_scalar
 
 from hierdp.privacy.errors import PrivacyParameterError
 
@@ -29,9 +28,6 @@ __all__ = [
     "check_delta",
     "check_epsilon",
     "check_rho",
-    "gaussian_rho",
-    "gaussian_sigma2_for_rho",
-    "laplace_scale_for_epsilon",
     "pure_rdp_curve",
     "pure_to_zcdp",
     "rdp_epsilon_term",
@@ -43,7 +39,7 @@ __all__ = [
 Method = Literal["analytic", "numeric"]
 #: Below this rho the Gaussian variance 1 / (2 rho) overflows a double: no usable release.
 _SMALLEST_RHO = 1e-300
-RdpCurve = Callable[[float], float]
+RdpCurve = Callable[[Any], Any]  # alpha (a float or an array of orders) -> divergence(s)
 
 
 # -- input checks (public: other privacy modules reuse them) -------------------------------------
@@ -84,10 +80,12 @@ def check_delta(delta: object, name: str = "delta") -> float:
     return x
 
 
-def _check_method(method: object) -> str:
-    if method not in ("analytic", "numeric"):
-        raise PrivacyParameterError(f"method must be 'analytic' or 'numeric', got {method!r}")
-    return str(method)
+def _check_method(method: object) -> Method:
+    if method == "analytic":
+        return "analytic"
+    if method == "numeric":
+        return "numeric"
+    raise PrivacyParameterError(f"method must be 'analytic' or 'numeric', got {method!r}")
 
 
 # -- pure DP, zCDP, RDP ----------------------------------------------------------------------------
@@ -170,6 +168,8 @@ def _minimise_over_alpha(objective: Callable[[np.ndarray], np.ndarray], centre: 
         return best_v, 1.0 + math.exp(best_x)
     lo, hi = xs[max(i - 1, 0)], xs[min(i + 1, points - 1)]
     if hi > lo:
+        from scipy.optimize import minimize_scalar  # imported when needed, not with hierdp
+
         res = minimize_scalar(lambda x: float(objective(np.array([math.exp(x)]))[0]),
                               bounds=(float(lo), float(hi)), method="bounded",
                               options={"xatol": 1e-12, "maxiter": 500})
@@ -239,6 +239,8 @@ def approx_dp_to_zcdp(epsilon: float, delta: float, method: Method = "numeric") 
     hi = max(2.0 * lo, 1e-300)
     while excess(hi) <= 0:
         lo, hi = hi, 2.0 * hi
+    from scipy.optimize import brentq
+
     rho = brentq(excess, lo, hi, xtol=1e-15 * hi, rtol=4 * np.finfo(float).eps, maxiter=500)
     # Guarantee the contract excess(rho) <= 0 (brentq may land just above the root): step down
     # with growing steps; lo itself satisfies it, so this ends.
@@ -252,7 +254,7 @@ def approx_dp_to_zcdp(epsilon: float, delta: float, method: Method = "numeric") 
 def _evaluate_curve(rdp_curve: RdpCurve, alphas: np.ndarray) -> np.ndarray:
     """``rdp_curve`` on every alpha (vectorized call if the curve supports it)."""
     try:
-        values = np.asarray(rdp_curve(alphas), dtype=np.float64)  # type: ignore[arg-type]
+        values = np.asarray(rdp_curve(alphas), dtype=np.float64)
         if values.shape != alphas.shape:
             raise ValueError
     except Exception:  # scalar-only callable: evaluate one alpha at a time
@@ -304,29 +306,3 @@ def rdp_to_approx_dp(rdp_curve: RdpCurve, delta: float,
     if not math.isfinite(eps):
         raise PrivacyParameterError("rdp_curve is infinite at every alpha searched")
     return max(eps, 0.0), best_alpha
-
-
-# -- calibration ------------------------------------------------------------------------------------
-def gaussian_sigma2_for_rho(rho: float, sensitivity: float = 1.0) -> float:
-    """sigma2 of the (discrete or continuous) Gaussian mechanism giving rho-zCDP.
-
-    ``sigma2 = sensitivity**2 / (2 rho)`` (Bun & Steinke 2016; CKS20 Thm 4 for the discrete
-    Gaussian on integer queries with L2 sensitivity ``sensitivity``).
-    """
-    r = check_rho(rho)
-    s = _positive("sensitivity", sensitivity)
-    return s * s / (2.0 * r)
-
-
-def gaussian_rho(sigma2: float, sensitivity: float = 1.0) -> float:
-    """rho-zCDP of the (discrete) Gaussian mechanism: ``sensitivity**2 / (2 sigma2)``."""
-    s2 = _positive("sigma2", sigma2)
-    s = _positive("sensitivity", sensitivity)
-    return s * s / (2.0 * s2)
-
-
-def laplace_scale_for_epsilon(epsilon: float, sensitivity: float = 1.0) -> float:
-    """Scale ``sensitivity / epsilon`` of the Laplace or geometric mechanism giving epsilon-DP."""
-    eps = check_epsilon(epsilon)
-    s = _positive("sensitivity", sensitivity)
-    return s / eps

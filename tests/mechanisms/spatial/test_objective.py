@@ -20,7 +20,7 @@ def brute_objective(block, axis, k):
     """Eq. (5): sum over part 1 (first k rows, or columns) of |c - mu1| plus part 2's, in Fractions."""
     b = np.asarray(block).tolist()
     if axis == 1:
-        b = [list(col) for col in zip(*b)]
+        b = [list(col) for col in zip(*b, strict=False)]
     p1 = [c for row in b[:k] for c in row]
     p2 = [c for row in b[k:] for c in row]
     m1, m2 = Fraction(sum(p1), len(p1)), Fraction(sum(p2), len(p2))
@@ -29,7 +29,7 @@ def brute_objective(block, axis, k):
 
 def exact_all(block, axis):
     a, b, n1, n2 = split_cost_terms_all(block, axis)
-    return [Fraction(int(x), int(y)) + Fraction(int(z), int(w)) for x, y, z, w in zip(a, n1, b, n2)]
+    return [Fraction(int(x), int(y)) + Fraction(int(z), int(w)) for x, y, z, w in zip(a, n1, b, n2, strict=False)]
 
 
 def test_all_splits_equal_brute_force():
@@ -76,7 +76,7 @@ def test_sensitivity_theorem_1_by_enumerating_neighbours():
                         nb[i, j] += delta
                         moved = exact_all(nb, axis)
                         line = i if axis == 0 else j
-                        for k, (a, b) in enumerate(zip(base, moved), start=1):
+                        for k, (a, b) in enumerate(zip(base, moved, strict=False), start=1):
                             n_side = (k if line < k else block.shape[axis] - k) * width
                             bound = 2 * (1 - Fraction(1, n_side))
                             assert abs(a - b) <= bound <= 2
@@ -92,7 +92,7 @@ def test_gridded_objective_is_the_exact_floor_and_has_sensitivity_2_grid_plus_1(
         block = rng.integers(0, 5, (u, v))
         a, b, n1, n2 = split_cost_terms_all(block, 0)
         g = gridded_objective(a, b, n1, n2, bits)
-        for x, y, z, w, got in zip(a, n1, b, n2, g):
+        for x, y, z, w, got in zip(a, n1, b, n2, g, strict=False):
             want = (int(x) * 2 ** bits) // int(y) + (int(z) * 2 ** bits) // int(w)
             assert int(got) == want
             scaled = (Fraction(int(x), int(y)) + Fraction(int(z), int(w))) * 2 ** bits

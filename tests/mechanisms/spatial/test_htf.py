@@ -68,7 +68,7 @@ def test_alg1_finds_the_argmin_of_unimodal_objectives():
         best = int(rng.integers(1, L))
         vals = np.abs(np.arange(L) - best).astype(float) + rng.uniform(0, 0.1)  # unimodal, unique min
         T = max(1, math.ceil(math.log2(L)))
-        got = alg1_search(lambda k: vals[k], np.array([L]), T, lambda n: np.zeros(n))
+        got = alg1_search(lambda k, vals=vals: vals[k], np.array([L]), T, lambda n: np.zeros(n))
         assert int(got[0]) == best
 
 
@@ -78,9 +78,9 @@ def test_alg1_batched_equals_the_scalar_oracle_on_many_nodes():
     tables = [rng.integers(0, 50, L) for L in lengths]
     for T in (0, 1, 3, 6):
         def probe(k):
-            return np.array([t[int(x)] for t, x in zip(tables, k)])
+            return np.array([t[int(x)] for t, x in zip(tables, k, strict=False)])
         got = alg1_search(probe, lengths.astype(np.int64), T, lambda n: np.zeros(n, np.int64))
-        want = [alg1_oracle(t, int(L), T) for t, L in zip(tables, lengths)]
+        want = [alg1_oracle(t, int(L), T) for t, L in zip(tables, lengths, strict=False)]
         assert got.tolist() == want
 
 
@@ -148,7 +148,7 @@ def test_node_noise_is_independent_not_repeated(monkeypatch):
     noise = (rel.values[at0] - truth).astype(np.int64)
     scale = HTF(epsilon=0.05).scale_for(rel.details["exact"]["epsilon_data_levels"][0])
     q = math.exp(-1 / scale)
-    pmf = lambda x: (1 - q) / (1 + q) * q ** np.abs(x)  # noqa: E731
+    pmf = lambda x: (1 - q) / (1 + q) * q ** np.abs(x)
     n = noise.size
     # distinct values: expected count for iid draws, sum over x of 1 - (1 - p_x)^n
     xs = np.arange(-4000, 4001)
@@ -234,7 +234,7 @@ def test_bounded_neighbours_make_the_height_free_and_double_sensitivities():
     assert rel.details["noisy_n"] == grid.n_points and not any(s.label == "height estimate"
                                                                for s in rel.accounting.spends)
     data = [s for s in rel.accounting.spends if s.label.startswith("data")]
-    assert all(s.details["sensitivity"] == 2 for s in data)
+    assert all(s.details["l1_sensitivity"] == 2 for s in data)
 
 
 def test_secure_mode_runs_exact_samplers():

@@ -15,14 +15,8 @@ from scipy import stats
 
 from hierdp.hierarchy import Hierarchy
 from hierdp.mechanisms import InfTDA, MechanismParameterError, ReleaseAborted, create
-from hierdp.mechanisms.topdown import (
-    DiscreteGaussianNoise,
-    GeometricNoise,
-    GeometricPlan,
-    PerNodePlan,
-    ProportionsPlan,
-    TopDownMechanism,
-)
+from hierdp.mechanisms.topdown import GeometricPlan, PerNodePlan, ProportionsPlan, TopDownMechanism
+from hierdp.privacy.noise import DiscreteGaussianNoise, GeometricNoise
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.solvers import Capabilities, GroupSolution, Solver, SolverFailed, get, registry, solve_groups
 
@@ -31,7 +25,7 @@ def _tree(depth: int = 3, fan: int = 3, base: int = 200) -> Hierarchy:
     """A complete tree with large counts (noise never zeroes a node at the budgets used here)."""
     edges, counts = [], {}
     frontier = ["r"]
-    for lev in range(depth):
+    for _lev in range(depth):
         nxt = []
         for p in frontier:
             for k in range(fan):
@@ -125,7 +119,7 @@ def test_a_solver_instance_is_accepted_and_named():
     rel = InfTDA(rho=1.0, solver=get("intopt")).release(_tree(), seed=3)
     ref = InfTDA(rho=1.0).release(_tree(), seed=3)
     assert rel.solver == "intopt"
-    assert all(np.array_equal(a.values, b.values) for a, b in zip(rel.levels, ref.levels))
+    assert all(np.array_equal(a.values, b.values) for a, b in zip(rel.levels, ref.levels, strict=False))
 
 
 def test_an_executor_reaches_a_general_solver():
@@ -135,7 +129,7 @@ def test_an_executor_reaches_a_general_solver():
         mapped = InfTDA(rho=2.0, solver="highs", solver_options={"executor": pool}).release(tree, seed=5)
     assert mapped.check_consistency() == []
     # same noise, same optimum value per level (the L-inf optimum may not be unique, its value is)
-    for a, b in zip(serial.solver_stats[1:], mapped.solver_stats[1:]):
+    for a, b in zip(serial.solver_stats[1:], mapped.solver_stats[1:], strict=False):
         assert a["objective"] == pytest.approx(b["objective"], abs=1e-9)
 
 

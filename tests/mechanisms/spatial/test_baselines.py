@@ -71,7 +71,7 @@ def test_median_utility_moves_by_at_most_one_per_point():
         u, v = (int(s) for s in rng.integers(2, 5, 2))
         c = rng.integers(0, 4, (u, v))
 
-        def util(cc):
+        def util(cc, u=u):
             tot = cc.sum()
             return np.array([-abs(2 * cc[:k].sum() - tot) for k in range(1, u)])
         base = util(c)
@@ -205,7 +205,7 @@ def test_consistency_solvers_are_checked_before_any_noise(name):
         noisy[:] = tree.values + np.linspace(-3, 3, tree.n)  # signed, inconsistent targets
     problem = tree_problem(tree.parent, noisy, np.linspace(1.0, 4.0, tree.n))
     assert raw.tree is None
-    for solver in solver_names() + ["no_such_solver"]:
+    for solver in [*solver_names(), "no_such_solver"]:
         refuses_real = solver == "no_such_solver" or bool(solver_registry.get(solver).unsupported(problem))
         try:
             create(name, epsilon=1.0, consistency_solver=solver, **kw)

@@ -52,8 +52,8 @@ class NoiseModel(ABC):
         """The exact budget a parameter delivers (never above the amount it was calibrated for)."""
 
     @abstractmethod
-    def draw(self, parameter: float | np.ndarray, size: int, rng: Any) -> np.ndarray:
-        """``size`` int64 noise values (``parameter`` scalar or one per value)."""
+    def draw(self, parameter: float | np.ndarray, size: int | tuple[int, ...], rng: Any) -> np.ndarray:
+        """int64 noise of shape ``size`` (``parameter`` scalar or one per value)."""
 
     def sensitivity_value(self, sensitivity: int) -> float:
         """The sensitivity as the tables print it (L2: the square root)."""
@@ -82,7 +82,7 @@ class DiscreteGaussianNoise(NoiseModel):
     def delivered(self, parameter: float, sensitivity: int) -> Fraction:
         return calibration.delivered_rho(parameter, sensitivity)
 
-    def draw(self, parameter: float | np.ndarray, size: int, rng: Any) -> np.ndarray:
+    def draw(self, parameter: float | np.ndarray, size: int | tuple[int, ...], rng: Any) -> np.ndarray:
         return samplers.discrete_gaussian(parameter, size, rng)
 
     def sensitivity_value(self, sensitivity: int) -> float:
@@ -106,11 +106,11 @@ class GeometricNoise(NoiseModel):
     def delivered(self, parameter: float, sensitivity: int) -> Fraction:
         return calibration.delivered_epsilon(parameter, sensitivity)
 
-    def draw(self, parameter: float | np.ndarray, size: int, rng: Any) -> np.ndarray:
+    def draw(self, parameter: float | np.ndarray, size: int | tuple[int, ...], rng: Any) -> np.ndarray:
         return samplers.discrete_laplace(parameter, size, rng)
 
 
-_MODELS = {"discrete_gaussian": DiscreteGaussianNoise, "gaussian": DiscreteGaussianNoise,
+_MODELS: dict[str, type[NoiseModel]] = {"discrete_gaussian": DiscreteGaussianNoise, "gaussian": DiscreteGaussianNoise,
            "geometric": GeometricNoise, "discrete_laplace": GeometricNoise}
 
 

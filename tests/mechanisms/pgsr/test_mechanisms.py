@@ -1,5 +1,5 @@
 """Group-size mechanisms: post-processing against brute force and general MIPs, release invariants,
-refusals before noise. Oracles: enumeration of Model 1's feasible set (pgsr_oracles), the HiGHS
+refusals before noise. Oracles: enumeration of Model 1's feasible set (experiments.paper001_pgsr.oracles), the HiGHS
 and CP-SAT exact MIPs, HiGHS QP for projections, loop-built chain coordinates and #CV counts."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-from pgsr.pgsr_oracles import chain_coordinates, feasible_set, model1_bruteforce
+from experiments.paper001_pgsr.oracles import chain_coordinates, feasible_set, model1_bruteforce
 
 import hierdp
 from hierdp.datasets.group_sizes import random_count_of_counts
 from hierdp.hierarchy.count_of_counts import CountOfCounts
 from hierdp.mechanisms import MechanismParameterError, create
-from hierdp.mechanisms.pgsr import MDP, MH, MHC, ChainDP, CumulativeDP, GroupSizeTopDown
+from hierdp.mechanisms.pgsr import MDynProg, MH, MHC, ChainDynProg, CumulativeDynProg, GroupSizeTopDown
 from hierdp.privacy.errors import PrivacyParameterError
 
 #: multiply the random instance counts (e.g. HIERDP_PGSR_FUZZ=10 for the long profile)
@@ -34,7 +34,7 @@ def test_running_example_optimum_is_10():
     noisy = np.array([[5, 2, 3], [3, 0, -1], [1, 2, -1]])  # (K, regions US, GA, NY)
     parent = [int(p) for p in data.regions.parent]
     assert model1_bruteforce(parent, noisy.T, 6) == 10
-    for mech in (MDP(epsilon=1), MH(epsilon=1), MH(epsilon=1, solver="ortools")):
+    for mech in (MDynProg(epsilon=1), MH(epsilon=1), MH(epsilon=1, solver="ortools")):
         values, info = mech.post_process(data, noisy)
         assert info["objective"] == 10
         assert values.sum(axis=0)[0] == 6
@@ -56,7 +56,7 @@ def test_mdp_equals_brute_force_on_tiny_hierarchies():
     checked = 0
     for data, noisy in _tiny_instances(rng, 120 * FUZZ):
         parent = [int(p) for p in data.regions.parent]
-        values, info = MDP(epsilon=1).post_process(data, noisy)
+        _values, info = MDynProg(epsilon=1).post_process(data, noisy)
         assert info["objective"] == model1_bruteforce(parent, noisy.T, data.G)
         checked += 1
     assert checked >= 40
@@ -71,11 +71,11 @@ def test_chain_dp_equals_brute_force_on_tiny_hierarchies():
         t = np.array([s for _, s in coords[:-1]], float) + rng.integers(-3, 4, len(coords) - 1)
         best = min(float(((np.array([s for _, s in chain_coordinates(parent, h)[:-1]]) - t) ** 2).sum())
                    for h in feasible_set(parent, data.K, data.G))
-        # targets in DP-node layout: (K, n_regions)
+        # targets in node layout: (K, n_regions)
         tgt = np.zeros((data.K, data.n_regions))
-        for ((k, r), _), val in zip(coords[:-1], t):
+        for ((k, r), _), val in zip(coords[:-1], t, strict=False):
             tgt[k - 1, r] = val
-        values, info = ChainDP(epsilon=1, measure="level_vector").post_process(data, tgt, [1.0] * data.n_levels)
+        values, info = ChainDynProg(epsilon=1, measure="level_vector").post_process(data, tgt, [1.0] * data.n_levels)
         assert info["objective"] == pytest.approx(best, abs=1e-9)
         # the released histograms are a Model 1 point whose chain coordinates reach that optimum
         got = np.array([s for _, s in chain_coordinates(parent, values.T)[:-1]])
@@ -123,7 +123,7 @@ def test_mdp_equals_the_exact_mips_on_small_random_hierarchies():
     rng = np.random.default_rng(3)
     n = 0
     for i, (data, noisy) in enumerate(_small_random(rng, 14 * FUZZ)):
-        mdp, info = MDP(epsilon=1).post_process(data, noisy)
+        _mdp, info = MDynProg(epsilon=1).post_process(data, noisy)
         solver = "highs" if i % 2 else "ortools"
         _, ref = MH(epsilon=1, solver=solver).post_process(data, noisy)
         assert info["objective"] == pytest.approx(ref["objective"], abs=1e-6), solver
@@ -135,7 +135,7 @@ def test_chain_dp_equals_a_mip_on_small_random_hierarchies():
     from hierdp.mechanisms.pgsr import chain_problem
 
     rng = np.random.default_rng(4)
-    for i, (data, noisy) in enumerate(_small_random(rng, 10 * FUZZ, max_k=8, max_depth=3)):
+    for _i, (data, noisy) in enumerate(_small_random(rng, 10 * FUZZ, max_k=8, max_depth=3)):
         lv = np.cumsum(noisy, axis=0)
         p, _ = chain_problem(data, lv)
         mine = hierdp.solve(p, solver="chain").objective
@@ -206,10 +206,10 @@ def test_region_totals_public():
         rel = mech.release(data, seed=0)
         assert np.array_equal(rel.values.sum(axis=1), data.group_totals)
         assert "G_r are public" in rel.guarantee
-    for cls in (MDP, CumulativeDP, ChainDP, GroupSizeTopDown):
+    for cls in (MDynProg, CumulativeDynProg, ChainDynProg, GroupSizeTopDown):
         with pytest.raises(MechanismParameterError, match="region_totals_public"):
             cls(epsilon=1, region_totals_public=True)
-    with pytest.raises(MechanismParameterError, match="costtable.*linear constraint rows"):
+    with pytest.raises(MechanismParameterError, match=r"costtable.*linear constraint rows"):
         MH(epsilon=1, solver="costtable", region_totals_public=True)
 
 
@@ -217,11 +217,11 @@ def test_region_totals_public():
     (MHC, {"solver": "costtable"}, "cannot honour the cumulative"),
     (MHC, {"solver": "projection"}, "cumulative"),
     (MHC, {"solver": "chain"}, "not tree consistency"),
-    (MDP, {"solver": "chain"}, "not tree consistency"),
-    (ChainDP, {"solver": "costtable"}, "cannot honour"),
+    (MDynProg, {"solver": "chain"}, "not tree consistency"),
+    (ChainDynProg, {"solver": "costtable"}, "cannot honour"),
     (MH, {"relaxed": True, "solver": "costtable"}, "continuous"),
     (MH, {"solver": "nope"}, "unknown solver"),
-    (ChainDP, {"measure": "sensitivity_one"}, "measure"),
+    (ChainDynProg, {"measure": "sensitivity_one"}, "measure"),
     (MH, {"level_split": [0.5, 0.5, 0.5]}, None),
 ])
 def test_bad_options_are_refused_before_any_data(cls, kwargs, match):
@@ -240,14 +240,14 @@ def test_bad_options_are_refused_before_any_data(cls, kwargs, match):
 @pytest.mark.parametrize("eps", [0, -1, float("nan"), float("inf")])
 def test_bad_budgets(eps):
     with pytest.raises(PrivacyParameterError):
-        MDP(epsilon=eps)
+        MDynProg(epsilon=eps)
     with pytest.raises(PrivacyParameterError):
-        MDP(epsilon=1, budget=hierdp.Budget.zcdp(0.5))
+        MDynProg(epsilon=1, budget=hierdp.Budget.zcdp(0.5))
 
 
 def test_non_count_of_counts_data_is_refused():
     with pytest.raises(TypeError, match="CountOfCounts"):
-        MDP(epsilon=1).release(np.zeros(3), seed=0)
+        MDynProg(epsilon=1).release(np.zeros(3), seed=0)
 
 
 def test_cumulative_model_through_highs_equals_an_independent_cp_sat_solve():

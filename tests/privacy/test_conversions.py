@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -11,9 +12,9 @@ import pytest
 from hierdp.privacy import (
     PrivacyParameterError,
     approx_dp_to_zcdp,
-    gaussian_rho,
-    gaussian_sigma2_for_rho,
-    laplace_scale_for_epsilon,
+    delivered_rho,
+    gaussian_sigma2,
+    laplace_scale,
     pure_rdp_curve,
     pure_to_zcdp,
     rdp_to_approx_dp,
@@ -109,7 +110,7 @@ def test_numeric_never_exceeds_analytic_on_a_wide_grid() -> None:
 def test_gaussian_exact_privacy_loss_is_below_the_zcdp_bound(rho: float, delta: float) -> None:
     # The continuous Gaussian with sigma2 = 1/(2 rho) is rho-zCDP; its exact delta at the
     # converted epsilon cannot exceed the delta the conversion promised.
-    sigma = math.sqrt(gaussian_sigma2_for_rho(rho))
+    sigma = math.sqrt(gaussian_sigma2(rho, 1))
     for method in ("numeric", "analytic"):
         eps = zcdp_to_approx_dp(rho, delta, method)
         # the reference is exact to double precision; 1e-9 relative absorbs the conversion's own
@@ -183,10 +184,10 @@ def renyi_discrete_gaussian(sigma2: float, shift: int, alpha: float) -> float:
 @pytest.mark.parametrize("rho", [0.05, 0.5, 2.0])
 @pytest.mark.parametrize("sensitivity", [1, 3])
 def test_discrete_gaussian_calibration_gives_rho_zcdp(rho: float, sensitivity: int) -> None:
-    sigma2 = gaussian_sigma2_for_rho(rho, sensitivity)
+    sigma2 = gaussian_sigma2(rho, sensitivity ** 2)  # the one calibration API: rounded up, checked exactly
     # closed forms in doubles: one or two roundings each
     assert sigma2 == pytest.approx(sensitivity ** 2 / (2 * rho), rel=1e-15)
-    assert gaussian_rho(sigma2, sensitivity) == pytest.approx(rho, rel=1e-15)
+    assert delivered_rho(sigma2, sensitivity ** 2) <= Fraction(rho)
     for alpha in (1.5, 2.0, 2.6, 7.0):
         # CKS20: D_alpha <= alpha * shift**2 / (2 sigma2) = alpha * rho, with equality when
         # (alpha - 1) * shift is an integer.
@@ -199,10 +200,10 @@ def test_discrete_gaussian_calibration_gives_rho_zcdp(rho: float, sensitivity: i
 
 
 def test_laplace_calibration_and_pure_to_zcdp() -> None:
-    assert laplace_scale_for_epsilon(0.5, 2.0) == 4.0
-    assert laplace_scale_for_epsilon(2.0) == 0.5
-    # Worst-case privacy loss of the discrete Laplace at that scale is exactly eps.
-    scale = laplace_scale_for_epsilon(0.7, 3.0)
+    assert laplace_scale(0.5, 2) == 4.0
+    assert laplace_scale(2.0, 1) == 0.5
+    # Worst-case privacy loss of the discrete Laplace at that scale is eps (rounded up: never more)
+    scale = laplace_scale(0.7, 3)
     xs = np.arange(-50, 51)
     loss = np.abs(np.abs(xs) / scale - np.abs(xs - 3) / scale)
     # differences of correctly rounded quotients: a few ulps of values <= 50 / scale ~ 12
@@ -217,18 +218,16 @@ def test_bad_epsilon_and_rho_are_named(bad: object) -> None:
         pure_to_zcdp(bad)  # type: ignore[arg-type]
     with pytest.raises(PrivacyParameterError, match="epsilon"):
         approx_dp_to_zcdp(bad, 1e-6)  # type: ignore[arg-type]
-    with pytest.raises(PrivacyParameterError, match="epsilon"):
-        laplace_scale_for_epsilon(bad)  # type: ignore[arg-type]
     with pytest.raises(PrivacyParameterError, match="rho"):
         zcdp_to_approx_dp(bad, 1e-6)  # type: ignore[arg-type]
-    with pytest.raises(PrivacyParameterError, match="rho"):
-        gaussian_sigma2_for_rho(bad)  # type: ignore[arg-type]
+    with pytest.raises(PrivacyParameterError):
+        gaussian_sigma2(bad, 1)  # type: ignore[arg-type]
     with pytest.raises(PrivacyParameterError, match="rho"):
         zcdp_rdp_curve(bad)  # type: ignore[arg-type]
-    with pytest.raises(PrivacyParameterError, match="sigma2"):
-        gaussian_rho(bad)  # type: ignore[arg-type]
     with pytest.raises(PrivacyParameterError, match="sensitivity"):
-        gaussian_sigma2_for_rho(1.0, bad)  # type: ignore[arg-type]
+        gaussian_sigma2(1.0, bad)  # type: ignore[arg-type]
+    with pytest.raises(PrivacyParameterError):
+        laplace_scale(bad, 1)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 1.5, float("nan")])

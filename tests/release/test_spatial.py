@@ -36,7 +36,7 @@ def test_density_equals_a_per_leaf_loop():
     rng = np.random.default_rng(0)
     rel = _release(LEAVES, rng.normal(0, 10, 3))
     dens = np.zeros((4, 6))
-    for (r0, r1, c0, c1), v in zip(LEAVES, rel.values):
+    for (r0, r1, c0, c1), v in zip(LEAVES, rel.values, strict=False):
         dens[r0:r1, c0:c1] = v / ((r1 - r0) * (c1 - c0))
     np.testing.assert_allclose(rel.density(), dens, atol=1e-12)
 
@@ -51,7 +51,7 @@ def test_answers_in_coordinates_count_partial_cells_by_overlap():
     y0 = rng.uniform(-3, 2, 200)
     y1 = y0 + rng.uniform(0, 3, 200)
     got = rel.answer_box(x0, x1, y0, y1)
-    for a, b, c, d, g in zip(x0, x1, y0, y1, got):
+    for a, b, c, d, g in zip(x0, x1, y0, y1, got, strict=False):
         want = 0.0
         for i in range(4):
             for j in range(6):
@@ -63,10 +63,10 @@ def test_answers_in_coordinates_count_partial_cells_by_overlap():
 
 def test_consistency_check_finds_gaps_overlaps_and_inconsistent_trees():
     assert "uncovered" in " ".join(_release(LEAVES[:2], [1, 2]).check_consistency())
-    assert "more than once" in " ".join(_release(LEAVES + [[0, 1, 0, 1]], [1, 2, 3, 4]).check_consistency())
+    assert "more than once" in " ".join(_release([*LEAVES, [0, 1, 0, 1]], [1, 2, 3, 4]).check_consistency())
     assert "outside" in " ".join(_release([[0, 5, 0, 6]], [1]).check_consistency())
     parent = np.array([-1, 0, 0, 0])
-    rects = np.array([[0, 4, 0, 6]] + LEAVES)
+    rects = np.array([[0, 4, 0, 6], *LEAVES])
     good = SpatialTree(parent, rects, np.array([60.0, 12.0, 8.0, 40.0]), np.array([0, 1, 1, 1]))
     assert _release(LEAVES, [12.0, 8.0, 40.0], tree=good).check_consistency() == []
     bad = SpatialTree(parent, rects, np.array([61.0, 12.0, 8.0, 40.0]), np.array([0, 1, 1, 1]))

@@ -1,4 +1,4 @@
-"""Count-of-counts hierarchies: histograms against pandas group-bys, the DP tree and its chain
+"""Count-of-counts hierarchies: histograms against pandas group-bys, the dynamic-programming tree and its chain
 against loop-built oracles, and every bad input refused with the culprit named."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from pgsr.pgsr_oracles import postorder
+from experiments.paper001_pgsr.oracles import postorder
 
 from hierdp.datasets.group_sizes import random_count_of_counts
 from hierdp.hierarchy.count_of_counts import CountOfCounts, GroupSizeError
@@ -46,14 +46,14 @@ def test_units_and_persons_agree_with_groupby():
     top = units.groupby(["a", "size"]).size()
     for (a, k), cnt in top.items():
         assert c1.histogram_frame().loc[a, k] == cnt
-    assert c1.G == n and np.array_equal(c1.group_totals, c1.h.sum(axis=1))
+    assert n == c1.G and np.array_equal(c1.group_totals, c1.h.sum(axis=1))
 
 
 def test_dp_tree_parent_levels_and_chain_against_loops():
     rng = np.random.default_rng(0)
     for _ in range(20):
         c = random_count_of_counts(rng, depth=int(rng.integers(1, 4)), max_fanout=3, K=int(rng.integers(1, 5)))
-        dp = c.dp_tree()
+        dp = c.dynprog_tree()
         n, K = c.n_regions, c.K
         rp = [int(x) for x in c.regions.parent]
         par = dp.parent
@@ -75,22 +75,22 @@ def test_dp_tree_parent_levels_and_chain_against_loops():
 def test_k_none_is_observed_and_needs_a_statement():
     c = CountOfCounts.from_units(RUNNING, unit="unit", levels=["state"], size="size", domain=STATES)
     assert c.K == 3 and c.k_source == "observed" and c.domain_source == "observed"
-    from hierdp.mechanisms.pgsr import MDP
+    from hierdp.mechanisms.pgsr import MDynProg
 
     with pytest.raises(ObservedDomainError, match="K"):
-        MDP(epsilon=1.0).release(c, seed=0)
+        MDynProg(epsilon=1.0).release(c, seed=0)
     ok = CountOfCounts.from_units(RUNNING, unit="unit", levels=["state"], size="size", domain=STATES,
                                   observed_k_public=True)
-    rel = MDP(epsilon=1.0).release(ok, seed=0)
+    rel = MDynProg(epsilon=1.0).release(ok, seed=0)
     assert "largest group size K" in rel.guarantee
 
 
 def test_observed_region_domain_needs_a_statement():
     c = CountOfCounts.from_units(RUNNING, unit="unit", levels=["state"], size="size", K=3)
-    from hierdp.mechanisms.pgsr import MDP
+    from hierdp.mechanisms.pgsr import MDynProg
 
     with pytest.raises(ObservedDomainError, match="region domain"):
-        MDP(epsilon=1.0).release(c, seed=0)
+        MDynProg(epsilon=1.0).release(c, seed=0)
 
 
 def test_top_coding_is_opt_in():

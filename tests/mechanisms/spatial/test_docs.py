@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "spatial.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "spatial.md"
 
 
 @pytest.mark.skipif(not DOC.exists(), reason="docs/ not present")
@@ -16,7 +16,7 @@ def test_spatial_doc_examples_run(capsys):
     assert blocks
     namespace: dict = {}
     for block in blocks:
-        exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - our own documentation
+        exec(compile(block, str(DOC), "exec"), namespace)
     out = capsys.readouterr().out
     assert "guarantee: 0.5-DP (pure; unbounded neighbours, m=1 records per person)" in out
     assert "(exact Fractions)" in out and "% MRE" in out

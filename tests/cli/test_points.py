@@ -153,7 +153,7 @@ def test_every_point_mechanism_runs_and_tiles_the_grid(workdir, capsys, mechanis
 
 
 def test_consistency_solver_and_parameters_pass_through(workdir, capsys):
-    argv = _with(BASE, mechanism="quadtree", solver="highs") + ["--param", "height=2", "--param", "budgets=uniform"]
+    argv = [*_with(BASE, mechanism="quadtree", solver="highs"), "--param", "height=2", "--param", "budgets=uniform"]
     assert main(argv) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "consistency solver highs" in out
@@ -174,8 +174,8 @@ def test_coordinates_are_read_as_python_parses_them(tmp_path):
     rng = np.random.default_rng(11)
     texts = ["-125", "179.99999999999997", "0.1", "9007199254740993",
              "1.00000000000000011102230246251565404236316680908203125", "2.2250738585072011e-308", "4.9e-324", "1e22", "-0.0", "123456789012345678901234567890", "+3.5", "7.0e-3"]
-    texts += [f"{m}e{e}" for m, e in zip(rng.integers(-10**17, 10**17, 2000), rng.integers(-40, 40, 2000))]
-    texts += [f"{a}.{b:09d}" for a, b in zip(rng.integers(-180, 180, 2000), rng.integers(0, 10**9, 2000))]
+    texts += [f"{m}e{e}" for m, e in zip(rng.integers(-10**17, 10**17, 2000), rng.integers(-40, 40, 2000), strict=False)]
+    texts += [f"{a}.{b:09d}" for a, b in zip(rng.integers(-180, 180, 2000), rng.integers(0, 10**9, 2000), strict=False)]
     (tmp_path / "c.csv").write_text("x,y\n" + "".join(f"{t},{t}\n" for t in texts))
     got = read_table(tmp_path / "c.csv", numbers=["x", "y"], columns=["x", "y"])
     want = np.array([float(t) for t in texts])
@@ -242,7 +242,7 @@ CASES = [
     ("param-unknown", _with(BASE, param="depth=3"), {}, r"--param depth: --mechanism htf has no parameter 'depth'"),
     ("param-malformed", _with(BASE, param="stop_count"), {}, r"--param 'stop_count': expected NAME=VALUE"),
     ("param-reserved", _with(BASE, param="epsilon=2"), {}, r"--param epsilon: set it with --epsilon"),
-    ("param-twice", BASE + ["--param", "T=2", "--param", "T=3"], {}, r"--param T is given twice"),
+    ("param-twice", [*BASE, "--param", "T=2", "--param", "T=3"], {}, r"--param T is given twice"),
     ("param-bad-value", _with(BASE, param="stop_cells=-1"), {}, r"--mechanism htf: stop_cells"),
     ("param-bad-stop-count", _with(BASE, param="stop_count=nan"), {}, r"--mechanism htf: stop_count must be"),
     ("htf-height-beyond-grid", _with(BASE, param="height=40"), {}, r"height 40 exceeds"),
@@ -263,7 +263,7 @@ CASES = [
     ("output-exists", BASE, {"out.csv": "old\n"}, r"out.csv.*exists.*--overwrite"),
     ("output-is-input", _with(BASE, output="p.csv", overwrite=""), {}, r"is also an input file"),
     ("output-suffix", _with(BASE, output="out.txt"), {}, r"output must end in .csv"),
-    ("input-missing", ["release", "nope.csv"] + BASE[2:], {}, r"input file not found: nope.csv"),
+    ("input-missing", ["release", "nope.csv", *BASE[2:]], {}, r"input file not found: nope.csv"),
 ]
 
 

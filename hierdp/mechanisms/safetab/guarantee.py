@@ -31,12 +31,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from hierdp.privacy.accounting import rdp_epsilon_term, rdp_to_approx_dp, zcdp_to_approx_dp
+from hierdp.privacy.conversions import rdp_epsilon_term, rdp_to_approx_dp, zcdp_to_approx_dp
 from hierdp.privacy.budget import Budget
 from hierdp.privacy.errors import PrivacyParameterError
 from hierdp.privacy.moe import discrete_gaussian_rho_for_moe, geometric_epsilon_for_moe
 from hierdp.privacy.rdp_geometric import geometric_rdp_exact, geometric_rdp_paper
-from hierdp.privacy.spec import Guarantee, implied_guarantees
+from hierdp.privacy.guarantees import Guarantee, implied_guarantees
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release.accounting import Accounting
 
@@ -73,7 +73,8 @@ def _check_gamma(gamma: object) -> float:
     return float(gamma)
 
 
-def _level_arrays(budgets: Sequence[float], stabilities: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def _level_arrays(budgets: Sequence[float] | np.ndarray, stabilities: Sequence[int] | np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
     b = np.asarray(budgets, dtype=np.float64).ravel()
     s = np.asarray(stabilities).ravel()
     if b.size == 0 or b.size != s.size:
@@ -86,8 +87,8 @@ def _level_arrays(budgets: Sequence[float], stabilities: Sequence[int]) -> tuple
     return b, s.astype(np.int64)
 
 
-def rdp_curve_geometric_levels(alpha: float | np.ndarray, budgets: Sequence[float],
-                               stabilities: Sequence[int], gamma: float,
+def rdp_curve_geometric_levels(alpha: float | np.ndarray, budgets: Sequence[float] | np.ndarray,
+                               stabilities: Sequence[int] | np.ndarray, gamma: float,
                                branches: Sequence[tuple[bool, bool]] | None = None,
                                formula: Literal["exact", "paper"] = "exact") -> np.ndarray:
     """RDP curve of SafeTab[Geometric] (paper 004 eq. 30 / 39) at the orders ``alpha``.
@@ -101,7 +102,7 @@ def rdp_curve_geometric_levels(alpha: float | np.ndarray, budgets: Sequence[floa
     a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
     br = [(True, True)] * b.size if branches is None else list(branches)
     total = np.zeros_like(a)
-    for bi, si, (adaptive, total_only) in zip(b, s, br):
+    for bi, si, (adaptive, total_only) in zip(b, s, br, strict=False):
         per_group = bi / si
         parts = []
         if adaptive:
@@ -210,7 +211,7 @@ def safetab_accounting(level_budgets: Sequence[float], stabilities: Sequence[int
         pure = float(b.sum())
         # eps-DP => eps^2/2-zCDP for each count, composed as in Thm. 1
         rho = 0.0
-        for bi, si, (adaptive, total_only) in zip(b, s, br):
+        for bi, si, (adaptive, total_only) in zip(b, s, br, strict=False):
             e = bi / si
             parts = ([((g * e) ** 2 + ((1 - g) * e) ** 2) / 2] if adaptive else []) + \
                     ([e * e / 2] if total_only else [])
@@ -236,7 +237,7 @@ def safetab_accounting(level_budgets: Sequence[float], stabilities: Sequence[int
         rho = float(b.sum())
         approx["zcdp_numeric"] = zcdp_to_approx_dp(rho, delta, "numeric")
         approx["zcdp_analytic"] = zcdp_to_approx_dp(rho, delta, "analytic")
-        eps_rdp, best_alpha = rdp_to_approx_dp(lambda a: rho * np.asarray(a), delta)
+        eps_rdp, best_alpha = rdp_to_approx_dp(lambda a: rho * np.asarray(a, dtype=np.float64), delta)
         approx["rdp"] = eps_rdp
         grid_vals = rho * PAPER_ALPHAS + rdp_epsilon_term(PAPER_ALPHAS, delta)
         approx["rdp_paper_grid"] = float(grid_vals.min())
