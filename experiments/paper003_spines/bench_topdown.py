@@ -65,8 +65,8 @@ def compare_paths(data: SpineHistograms, rel, strategy: QueryStrategy, rho: floa
     y_fast, ok_round = round_cells_fast(chunk, res.values)
     t_fast = time.process_time() - t0
     t0 = time.process_time()
-    x_highs = slow._solve_general(chunk, parents, "continuous")
-    y_highs = slow._solve_general(chunk, parents, "rounding", res.values)
+    x_highs = slow.level_solver.solve_general(chunk, parents, "continuous")
+    y_highs = slow.level_solver.solve_general(chunk, parents, "rounding", res.values)
     t_highs = time.process_time() - t0
     cert = res.certified[chunk.child_parent]
     l1 = lambda y: np.abs(y - np.maximum(res.values, 0)).sum()  # noqa: E731 - the cells rounder's objective

@@ -42,8 +42,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted
-from hierdp.mechanisms.census.fastpath import round_cells_fast, wls_fast
-from hierdp.mechanisms.census.problems import LevelChunk, continuous_problem, rounding_problem
+from hierdp.mechanisms.census.level_solver import CensusLevelSolver, ParentSolveFailed
+from hierdp.mechanisms.census.problems import LevelChunk
 from hierdp.mechanisms.census.strategy import QueryStrategy
 from hierdp.privacy.noise import NoiseModel, noise_model
 from hierdp.privacy.budget import Accountant, Budget
@@ -195,6 +195,10 @@ class CensusTopDown(Mechanism):
         self.fast_path = bool(fast_path)
         self.max_active_set_updates = int(max_active_set_updates)
         self.batch_children = int(batch_children)
+        self.level_solver = CensusLevelSolver(solver=solver, rounder=rounder, rounding=rounding,
+                                              solver_options=self.solver_options, time_limit=time_limit,
+                                              chunk_parents=self.chunk_parents, fast_path=self.fast_path,
+                                              max_active_set_updates=self.max_active_set_updates)
 
     @property
     def _culprit(self) -> str:
@@ -279,7 +283,7 @@ class CensusTopDown(Mechanism):
                         est[0] = self._root(hist, noisy, det, groups, mats, 0 in inv_levels)
                     else:
                         self._level(spine, lev, est, hist, noisy, det, groups, mats, lev in inv_levels)
-                except _ParentFailed as failed:
+                except ParentSolveFailed as failed:
                     raise self._aborted(ctx, spine, lev, failed) from failed.cause
                 timings[f"{spine.level_names[lev]}_noise"] = t1 - t0
                 timings[f"{spine.level_names[lev]}_solve"] = time.perf_counter() - t1
@@ -391,77 +395,6 @@ class CensusTopDown(Mechanism):
             qw.append(ww)
         return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map)
 
-    def _solve_chunk(self, chunk: LevelChunk, parent_ids: np.ndarray) -> np.ndarray:
-        """Both stages on one chunk (fast paths first, then the general solvers for the parents
-        they did not certify); returns the ``(C, K)`` integer histograms."""
-        P, C, K = chunk.shape
-        stats = self._stats[-1] if getattr(self, "_stats", None) else {}
-        stats["parents"] = stats.get("parents", 0) + P
-        xhat = np.zeros((C, K))
-        todo = np.ones(P, bool)
-        if self.fast_path:
-            res = wls_fast(chunk, max_iter=self.max_active_set_updates)
-            xhat[:] = res.values
-            todo = ~res.certified
-            stats["wls_fast"] = stats.get("wls_fast", 0) + int(res.certified.sum())
-            if res.certified.any():
-                stats["max_active_set_updates"] = max(stats.get("max_active_set_updates", 0),
-                                                      int(res.iterations[res.certified].max()))
-        if todo.any():
-            sub, kids = chunk.subset(todo)
-            xhat[kids] = self._solve_general(sub, parent_ids[todo], "continuous")
-            stats["wls_general"] = stats.get("wls_general", 0) + int(todo.sum())
-        y = np.zeros((C, K), np.int64)
-        todo = np.ones(P, bool)
-        if self.fast_path and self.rounding == "cells" and chunk.totals is None:
-            y[:], ok = round_cells_fast(chunk, xhat)
-            todo = ~ok
-            stats["rounding_fast"] = stats.get("rounding_fast", 0) + int(ok.sum())
-        if todo.any():
-            sub, kids = chunk.subset(todo)
-            y[kids] = self._solve_general(sub, parent_ids[todo], "rounding", xhat[kids])
-            stats["rounding_general"] = stats.get("rounding_general", 0) + int(todo.sum())
-        return y
-
-    def _solve_general(self, chunk: LevelChunk, parent_ids: np.ndarray, stage: str,
-                       xhat: np.ndarray | None = None) -> np.ndarray:
-        """One stage through the solver registry, ``chunk_parents`` parents per posed Problem."""
-        P, C, K = chunk.shape
-        out = np.zeros((C, K))
-        for s in range(0, P, self.chunk_parents):
-            keep = np.zeros(P, bool)
-            keep[s:s + self.chunk_parents] = True
-            sub, kids = chunk.subset(keep) if self.chunk_parents < P else (chunk, np.arange(C))
-            out[kids] = self._solve_stage(sub, parent_ids[keep], stage, None if xhat is None else xhat[kids])
-        return out if stage == "continuous" else np.rint(out).astype(np.int64)
-
-    def _solve_stage(self, chunk: LevelChunk, parent_ids: np.ndarray, stage: str,
-                     xhat: np.ndarray | None) -> np.ndarray:
-        from hierdp.models.problem import ProblemError
-        from hierdp.solvers import solve
-        from hierdp.solvers.base import SolverError
-
-        P, C, K = chunk.shape
-        npn = chunk.n_parent_nodes
-        kp = chunk.parent_values.shape[1]
-        problem = None
-        try:
-            if stage == "continuous":
-                problem = continuous_problem(chunk)
-                solver = self.solver
-            else:
-                problem = rounding_problem(chunk, xhat, queries=self.rounding == "queries")
-                solver = self.rounder
-            sol = solve(problem, solver, time_limit=self.time_limit, **self.solver_options)
-        except (SolverError, ProblemError) as exc:
-            groups = getattr(exc, "groups", None)
-            failing = parent_ids
-            if groups is not None and len(groups) and problem is not None:
-                anchors = problem.group_anchors()[np.asarray(groups, np.int64)]
-                failing = parent_ids[np.unique(anchors[anchors < npn] // kp)]
-            raise _ParentFailed(exc, failing, stage) from exc
-        return np.asarray(sol.values, dtype=float)[npn:].reshape(C, K)
-
     def _root(self, hist: np.ndarray, noisy: dict, det: str | None, groups: list[str], mats: dict,
               invariant: bool) -> np.ndarray:
         K = hist.shape[1]
@@ -473,7 +406,7 @@ class CensusTopDown(Mechanism):
         # the root's K cells all sum to the one public total: every cell's parent is that total
         chunk = self._chunk(np.array([[hist[0].sum()]]), np.array([0]), np.array([0]), noisy, det, groups, mats,
                             None, hist.shape[0], cell_map=np.zeros(K, np.int64))
-        return self._solve_chunk(chunk, np.array([0]))[0]
+        return self.level_solver.solve(chunk, np.array([0]), self._stats[-1])[0]
 
     def _level(self, spine: Spine, lev: int, est: np.ndarray, hist: np.ndarray, noisy: dict, det: str | None,
                groups: list[str], mats: dict, invariant: bool) -> None:
@@ -505,17 +438,11 @@ class CensusTopDown(Mechanism):
             local = np.repeat(np.arange(ps.size), cnt)
             totals = hist[kids].sum(1) if invariant else None
             chunk = self._chunk(est[ps], local, kids, noisy, det, groups, mats, totals, spine.n)
-            est[kids] = self._solve_chunk(chunk, ps)
+            est[kids] = self.level_solver.solve(chunk, ps, self._stats[-1])
 
-    def _aborted(self, ctx: Any, spine: Spine, lev: int, failed: _ParentFailed) -> ReleaseAborted:
+    def _aborted(self, ctx: Any, spine: Spine, lev: int, failed: ParentSolveFailed) -> ReleaseAborted:
         shown = [str(spine.names[p]) for p in failed.parents[:5]]
         more = f" and {len(failed.parents) - 5} more" if len(failed.parents) > 5 else ""
         return ctx.aborted(failed.cause, where=f"at geolevel {lev} ({spine.level_names[lev]}), {failed.stage} stage, "
                            f"parent {', '.join(shown)}{more}", level=lev, level_name=spine.level_names[lev],
                            parents=np.asarray(spine.names[failed.parents], dtype=object))
-
-
-class _ParentFailed(Exception):
-    def __init__(self, cause: BaseException, parents: np.ndarray, stage: str) -> None:
-        super().__init__(str(cause))
-        self.cause, self.parents, self.stage = cause, np.asarray(parents, np.int64), stage
