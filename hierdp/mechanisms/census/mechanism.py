@@ -51,6 +51,7 @@ from hierdp.privacy.calibration import exact
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release.histogram import NodeHistogramRelease
 from hierdp.spines.core import Spine, SpineError
+import itertools
 
 __all__ = ["CensusTopDown", "SpineHistograms"]
 
@@ -134,16 +135,23 @@ class CensusTopDown(Mechanism):
         unit, bounded, contributions: the privacy unit (bounded neighbours, as the Census).
         invariant_levels: geolevels (names or numbers, a prefix from the root) whose histograms'
             totals are published exactly; default the root under bounded neighbours, none otherwise.
-        solver: registered solver of the continuous stage (default ``"highs"``).
-        rounder: registered solver of the integer rounder (default ``"highs"``).
+        solver: registered plug-in(s) of the continuous stage for the parents the structured
+            ``histogram_wls`` does not certify (or for all with ``fast_path=False``): a name, a
+            plug-in or a list; ``"auto"`` (default): the dense oracle ``histogram_wls_dense`` on
+            histograms of at most 512 cells, then the first general solver that accepts the
+            translated Problem (HiGHS). Checked before any noise (``hierdp solvers``).
+        rounder: registered plug-in(s) of the integer rounder after ``histogram_cells``; ``"auto"``
+            (default): the first general solver that accepts the translated MIP.
         rounding: the rounder's objective: ``"cells"`` (default; L1 over the cells: a
             transportation problem, totally unimodular, fast) or ``"queries"`` (L1 over every query
             answer, the DAS's objective; an exact MIP that HiGHS solves in seconds per parent).
         solver_options: options passed to both (e.g. ``{"executor": pool}``).
-        time_limit: seconds per solver call (one chunk of parents).
+        time_limit: seconds per solver call (one chunk of parents); default
+            :data:`~.level_solver.DEFAULT_TIME_LIMIT` (120 s) for the general solvers.
         chunk_parents: parents per posed Problem (bounded memory; each is solved parent by parent).
-        fast_path: solve both stages with the exact vectorized paths of :mod:`.fastpath` first
-            (default True); parents they cannot certify go to ``solver`` / ``rounder``.
+        fast_path: solve both stages with the exact structured plug-ins first (``histogram_wls``,
+            ``histogram_cells``; default True); parents they cannot certify go to ``solver`` /
+            ``rounder``.
         max_active_set_updates: active-set updates the fast WLS path may take per parent before it
             hands the parent to ``solver`` (default 50; 0 accepts only the first guess).
         batch_children: children per vectorized fast-path batch (default 512: its K x K arrays stay
@@ -158,7 +166,7 @@ class CensusTopDown(Mechanism):
                  budget: Budget | None = None, strategy: QueryStrategy | None = None,
                  noise: str | NoiseModel = "discrete_gaussian", unit: PrivacyUnit | None = None, bounded: bool = True,
                  contributions: int = 1, distinct: bool = False, secure: bool = False, conversion: str = "analytic",
-                 invariant_levels: Iterable[str | int] | None = None, solver: Any = "highs", rounder: Any = "highs",
+                 invariant_levels: Iterable[str | int] | None = None, solver: Any = "auto", rounder: Any = "auto",
                  solver_options: dict[str, Any] | None = None, time_limit: float | None = None,
                  chunk_parents: int = 200, rounding: str = "cells", fast_path: bool = True,
                  max_active_set_updates: int = 50, batch_children: int = 512) -> None:
@@ -177,11 +185,12 @@ class CensusTopDown(Mechanism):
         from hierdp.solvers import registry
 
         for what, s in (("solver", solver), ("rounder", rounder)):
-            if isinstance(s, str):
-                try:
-                    registry.get(s)
-                except KeyError as exc:
-                    raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
+            for one in (s if isinstance(s, (list, tuple)) else [s]):
+                if isinstance(one, str) and one != "auto":
+                    try:
+                        registry.get(one)
+                    except KeyError as exc:
+                        raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
         self.solver, self.rounder = solver, rounder
         self.solver_options = dict(solver_options or {})
         self.time_limit = time_limit
@@ -210,14 +219,20 @@ class CensusTopDown(Mechanism):
     @property
     def solver_name(self) -> str:
         """``"<continuous solver>+<rounder>"``."""
-        name = lambda s: s if isinstance(s, str) else getattr(s, "name", str(s))
-        return f"{name(self.solver)}+{name(self.rounder)}"
+        def name(s: Any) -> str:
+            if isinstance(s, (list, tuple)):
+                return ",".join(name(x) for x in s)
+            return s if isinstance(s, str) else getattr(s, "name", str(s))
+
+        fast = self.fast_path
+        return f"{'histogram_wls,' if fast else ''}{name(self.solver)}+{'histogram_cells,' if fast else ''}" \
+               f"{name(self.rounder)}"
 
     def params(self) -> dict[str, Any]:
         p = super().params()
         p.update({"noise": self.noise.name, "solver": self.solver_name, "invariant_levels": self.invariant_levels,
                   "rounding": self.rounding, "fast_path": self.fast_path,
-                  "strategy": None if self.strategy is None else dict(self.strategy.groups)})
+                  "strategy": None if self.strategy is None else self.strategy.describe()})
         return p
 
     # ------------------------------------------------------------------ run
@@ -237,6 +252,7 @@ class CensusTopDown(Mechanism):
         K = int(counts.shape[1])
         strategy = self.strategy or QueryStrategy((K,), {"total": (), "detailed": (0,)}, {"total": Fraction(1, 2),
                                                                                            "detailed": Fraction(1, 2)})
+        self._strategy = strategy
         if strategy.n_cells != K:
             raise MechanismParameterError(f"strategy has {strategy.n_cells} cells; the data has {K}")
         inv_levels = self._invariant_levels(spine)
@@ -246,12 +262,18 @@ class CensusTopDown(Mechanism):
         mats = {g: strategy.group_matrix(g) for g in groups}
         total = exact(self.spec.budget, "budget")
         sens = self.noise.sensitivity(self.unit, finest=False)
-        # every noise scale now, before any noise: one per (geounit proportion, group share)
-        params: dict[tuple[int, str], float] = {}
-        for gnum in np.unique(spine.gamma_num[spine.measured]):
-            for g in groups:
-                amount = total * Fraction(int(gnum), spine.gamma_den) * strategy.shares[g]
-                params[(int(gnum), g)] = self.noise.calibrate(amount, sens, culprit=self._culprit)
+        # every noise scale now, before any noise: one per (geolevel, geounit proportion, group share)
+        params: dict[tuple[int, int, str], float] = {}
+        ptr = spine.level_ptr
+        for lev in range(spine.n_levels):
+            shares = strategy.shares_at(spine.level_names[lev])
+            idx = np.arange(ptr[lev], ptr[lev + 1])
+            for gnum in np.unique(spine.gamma_num[idx][spine.measured[idx]]):
+                for g in groups:
+                    if shares[g] > 0:
+                        amount = total * Fraction(int(gnum), spine.gamma_den) * shares[g]
+                        params[(lev, int(gnum), g)] = self.noise.calibrate(amount, sens, culprit=self._culprit)
+        self._check_solvers(spine, strategy, groups, det, inv_levels)
         parts = self._level_parts(spine)
         assumptions_extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, "
                              "outside the differential privacy guarantee)" for lv in inv_levels if lv > 0]
@@ -265,7 +287,6 @@ class CensusTopDown(Mechanism):
             from tqdm.auto import tqdm
 
             bar = tqdm(total=spine.n_levels, desc=self.name, unit="geolevel")
-        ptr = spine.level_ptr
         try:
             for lev in range(spine.n_levels):
                 t0 = time.perf_counter()
@@ -273,7 +294,7 @@ class CensusTopDown(Mechanism):
                 meas = idx[spine.measured[idx]]
                 part = parts[lev]
                 self._spend(ctx, spine, lev, part, meas, params, sens)
-                noisy = self._measure(hist, meas, spine, groups, mats, params, ctx.rng)
+                noisy = self._measure(hist, meas, spine, groups, mats, params, ctx.rng, lev)
                 n_measured += meas.size
                 t1 = time.perf_counter()
                 self._stats.append({"geolevel": spine.level_names[lev], "parents": 0, "wls_fast": 0, "wls_general": 0,
@@ -294,7 +315,7 @@ class CensusTopDown(Mechanism):
                 bar.close()
         acc = ctx.accounting(assumptions=assumptions_extra,
                              details={"noise": self.noise.name, "measured_geounits": n_measured,
-                                      "strategy": {g: str(strategy.shares[g]) for g in groups}})
+                                      "strategy": strategy.describe()})
         return NodeHistogramRelease(
             names=spine.names, parent=spine.parent, level=spine.level, level_names=list(spine.level_names),
             cells=strategy.cell_labels(), values=est, accounting=acc, mechanism=self.name, solver=self.solver_name,
@@ -302,6 +323,20 @@ class CensusTopDown(Mechanism):
             level_totals=int(hist[0].sum()) if 0 in inv_levels else None)
 
     # ------------------------------------------------------------------ pieces
+    def _check_solvers(self, spine: Spine, strategy: QueryStrategy, groups: list[str], det: str | None,
+                       inv_levels: list[int]) -> None:
+        """The solver layer's refusal before any noise: a probe of this release's shape (public
+        structure only: the histogram, the largest fanout, invariant totals) through every plug-in."""
+        from hierdp.solvers.base import UnsupportedProblem
+
+        ptr, _ = spine.children_csr()
+        fanout = int(np.diff(ptr).max(initial=1))
+        try:
+            self.level_solver.check(strategy.query_structure([g for g in groups if g != det]), max_children=fanout,
+                                    root=False, totals=len(inv_levels) > 1)
+        except UnsupportedProblem as exc:
+            raise MechanismParameterError(f"solver: {exc}") from None
+
     def _invariant_levels(self, spine: Spine) -> list[int]:
         levels = self.invariant_levels
         if levels is None:
@@ -334,10 +369,11 @@ class CensusTopDown(Mechanism):
         return out
 
     def _spend(self, ctx: Any, spine: Spine, lev: int, part: Fraction, meas: np.ndarray,
-               params: dict[tuple[int, str], float], sens: int) -> None:
+               params: dict[tuple[int, int, str], float], sens: int) -> None:
         amount = self.spec.budget._scaled(part) if part > 0 else Budget._zero(self.spec.budget.calculus)
         name = spine.level_names[lev]
-        used = sorted({p for (g, _), p in params.items() if g in set(spine.gamma_num[meas].tolist())})
+        nums = set(spine.gamma_num[meas].tolist())
+        used = sorted({p for (lv, g, _), p in params.items() if lv == lev and g in nums})
         details = {"noise": self.noise.name, "measured_geounits": int(meas.size),
                    self.noise.sensitivity_name: self.noise.sensitivity_value(sens), "path_share": str(part),
                    "note": f"({meas.size} measured geounit(s), path share {part})"}
@@ -347,16 +383,20 @@ class CensusTopDown(Mechanism):
         ctx.spend(amount, f"geolevel {lev} ({name})", **details)
 
     def _measure(self, hist: np.ndarray, meas: np.ndarray, spine: Spine, groups: list[str],
-                 mats: dict[str, np.ndarray], params: dict[tuple[int, str], float], rng: Any
+                 mats: dict[str, np.ndarray], params: dict[tuple[int, int, str], float], rng: Any, lev: int
                  ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Noisy answers of the measured geounits: group -> (geounits, answers, weights)."""
+        """Noisy answers of the measured geounits: group -> (geounits, answers, weights); a group
+        with share 0 at this geolevel is not measured (no geounits)."""
         out = {}
         # few distinct proportions: look the scales up once per distinct numerator
         gnums, which = np.unique(spine.gamma_num[meas], return_inverse=True)
         for g in groups:
             Q = mats[g]
+            if meas.size and (lev, int(gnums[0]), g) not in params:
+                out[g] = (meas[:0], np.zeros((0, Q.shape[0])), np.zeros(0))
+                continue
             true = hist[meas] @ Q.T.astype(np.int64)
-            scale = np.array([params[(int(x), g)] for x in gnums], dtype=float)
+            scale = np.array([params[(lev, int(x), g)] for x in gnums], dtype=float)
             p = scale[which.ravel()] if meas.size else np.zeros(0)
             if meas.size:
                 draw = self.noise.draw(np.repeat(p, Q.shape[0]), true.size, rng).reshape(true.shape)
@@ -393,7 +433,8 @@ class CensusTopDown(Mechanism):
             qm.append(mats[g])
             qa.append(a)
             qw.append(ww)
-        return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map)
+        structure = self._strategy.query_structure([g for g in groups if g != det])
+        return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map, queries=structure)
 
     def _root(self, hist: np.ndarray, noisy: dict, det: str | None, groups: list[str], mats: dict,
               invariant: bool) -> np.ndarray:
@@ -428,7 +469,7 @@ class CensusTopDown(Mechanism):
             base = cum[bounds[-1] - 1] if bounds[-1] else 0
             nxt = int(np.searchsorted(cum, base + self.batch_children, side="right"))
             bounds.append(max(nxt, bounds[-1] + 1))
-        for s, e in zip(bounds[:-1], bounds[1:]):
+        for s, e in itertools.pairwise(bounds):
             ps, cnt = multi[s:e], counts[s:e]
             first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
             kids = child[np.repeat(ptr[ps] - first, cnt) + np.arange(cnt.sum())]
