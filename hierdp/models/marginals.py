@@ -132,7 +132,8 @@ class MarginalQueries:
         return self._cell_answer[q]
 
     def answer(self, q: int, x: np.ndarray) -> np.ndarray:
-        """``Q_q x`` for histograms ``x`` of shape ``(..., K)`` -> ``(..., R_q)``."""
+        """``Q_q x`` for histograms ``x`` of shape ``(..., K)`` -> ``(..., R_q)`` (integer in,
+        integer out)."""
         lead = x.shape[:-1]
         t = np.asarray(x).reshape(lead + self.shape)
         off = len(lead)
@@ -143,8 +144,8 @@ class MarginalQueries:
             if m == 1:
                 t = t.sum(axis=ax, keepdims=True)
                 continue
-            r = np.zeros((lab.size, m))
-            r[np.arange(lab.size), lab] = 1.0
+            r = np.zeros((lab.size, m), dtype=t.dtype if t.dtype.kind in "iu" else float)
+            r[np.arange(lab.size), lab] = 1
             t = np.moveaxis(np.tensordot(t, r, axes=([ax], [0])), -1, ax)
         return t.reshape((*lead, self.n_answers(q)))
 

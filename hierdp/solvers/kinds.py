@@ -110,10 +110,14 @@ def check(solver: str | Solver | Sequence[str | Solver], probe: Any) -> list[Sol
     return ok
 
 
-def _verify_native(problem: Any, values: np.ndarray, certified: np.ndarray, name: str) -> None:
-    """Independent checks of a native plug-in's certified parents (raises :class:`SolverFailed`)."""
+def _verify_native(problem: Any, values: np.ndarray, certified: np.ndarray, name: str,
+                   stats: dict[str, Any]) -> np.ndarray:
+    """Independent checks of a native plug-in's certified parents: a violated constraint raises
+    :class:`SolverFailed` (the plug-in is wrong); a continuous answer whose KKT conditions cannot
+    be re-derived from the values alone is demoted to not certified (the next plug-in of a chain
+    takes it). Returns the certified mask."""
     if not certified.any():
-        return
+        return certified
     sub, kids = problem.subset(certified) if not certified.all() else (problem, np.arange(values.shape[0]))
     bad = sub.violations(values[kids])
     if bad:
@@ -124,8 +128,13 @@ def _verify_native(problem: Any, values: np.ndarray, certified: np.ndarray, name
         ok = kkt_check(sub.chunk, values[kids])
         if not ok.all():
             idx = np.flatnonzero(certified)[~ok]
-            raise SolverFailed(name, Status.NOT_OPTIMAL, f"parent(s) {idx[:5].tolist()}: the KKT conditions re-derived "
-                               "from the returned values do not hold", groups=idx)
+            certified = certified.copy()
+            certified[idx] = False
+            reasons = stats.setdefault("reasons", {})
+            for p in idx:
+                reasons[int(p)] = "verify: the KKT conditions re-derived from the returned values were not confirmed"
+            stats["message"] = f"{idx.size} parent(s) not confirmed by verify"
+    return certified
 
 
 def _solve_translated(problem: Any, s: Solver, time_limit: float | None, verify: bool, max_parents: int | None,
@@ -177,7 +186,7 @@ def _solve_once(problem: Any, s: Solver, time_limit: float | None, verify: bool,
     stats = dict(sol.stats or {})
     certified = np.asarray(stats.get("certified", np.full(problem.n_parents, sol.status == Status.OPTIMAL)), bool)
     if verify:
-        _verify_native(problem, values, certified, s.name)
+        certified = _verify_native(problem, values, certified, s.name, stats)
     return values, certified, stats
 
 

@@ -111,12 +111,15 @@ class CensusLevelSolver:
         wls, rnd = self.chains()
         small = probe_chunk(queries, children=2, root=root, totals=totals, bounds=bounds, rows=rows)
         xhat = np.ones(small.targets.shape)
-        for s in wls:
-            if s != "auto":
-                kinds.check(s, HistogramWLS(small))
-        for s in rnd:
-            if s != "auto":
-                kinds.check(s, HistogramRounding(small, xhat, self.rounding))
+
+        def named(s: Any, fast: str) -> list[Any]:  # the fast plug-in and what the caller named
+            given = list(s) if isinstance(s, (list, tuple)) else [s]
+            return ([fast] if self.fast_path else []) + [x for x in given if x != "auto"]
+
+        for s in named(self.solver, "histogram_wls"):
+            kinds.check(s, HistogramWLS(small))
+        for s in named(self.rounder, "histogram_cells"):
+            kinds.check(s, HistogramRounding(small, xhat, self.rounding))
         if not self.fast_path:
             big = probe_chunk(queries, children=max_children, root=False, totals=totals, bounds=bounds, rows=rows)
             kinds.check(wls[0], HistogramWLS(big))
@@ -174,8 +177,9 @@ def _count(stats: dict[str, Any], stage: str, res: Any) -> None:
     fast = {"wls": "histogram_wls", "rounding": "histogram_cells"}[stage]
     for i, name in enumerate(res.solvers):
         n = int((res.solved_by == i).sum())
-        key = f"{stage}_{name}"
-        stats[key] = stats.get(key, 0) + n
+        if n:
+            key = f"{stage}_{name}"
+            stats[key] = stats.get(key, 0) + n
         kind = "fast" if name == fast else "general"
         stats[f"{stage}_{kind}"] = stats.get(f"{stage}_{kind}", 0) + n
     rounds = res.stats.get("histogram_wls", {}).get("rounds_max")

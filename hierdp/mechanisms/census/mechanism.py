@@ -78,6 +78,15 @@ class SpineHistograms:
         arr = np.asarray(counts)
         if arr.ndim != 2 or arr.shape[0] != spine.n_blocks:
             raise MechanismParameterError(f"counts must have shape (n_blocks={spine.n_blocks}, K), got {arr.shape}")
+        self.spine = spine
+        if arr.dtype.kind in "iu" and arr.dtype.itemsize <= 8 and arr.dtype != np.uint64:
+            # integers: checked and kept without a float copy (10^5 blocks x 2,016 cells is 1.6 GB)
+            if arr.size and arr.min() < 0:
+                b, k = np.argwhere(arr < 0)[0]
+                raise MechanismParameterError(f"counts: block {spine.block_names[b]!r}, cell {k} has {arr[b, k]} "
+                                              "(counts must be non-negative integers)")
+            self.counts = arr.astype(np.int64, copy=False)
+            return
         try:
             f = arr.astype(float)
         except (TypeError, ValueError):
@@ -87,7 +96,6 @@ class SpineHistograms:
             b, k = np.argwhere(bad)[0]
             raise MechanismParameterError(f"counts: block {spine.block_names[b]!r}, cell {k} has {f[b, k]:g} "
                                           "(counts must be non-negative integers)")
-        self.spine = spine
         self.counts = f.astype(np.int64)
 
     @property
@@ -105,6 +113,10 @@ class SpineHistograms:
         """Number of histogram cells K."""
         return int(self.counts.shape[1])
 
+    def true_histograms(self) -> _TrueHistograms:
+        """The true histograms of every geounit without a dense copy of the blocks'."""
+        return _TrueHistograms(self.spine, self.counts)
+
     def geounit_histograms(self) -> np.ndarray:
         """True ``(n_geounits, K)`` histograms (sums of their blocks)."""
         s = self.spine
@@ -115,6 +127,42 @@ class SpineHistograms:
             kids = np.arange(ptr[lev], ptr[lev + 1])
             np.add.at(out, s.parent[kids], out[kids])
         return out
+
+
+class _TrueHistograms:
+    """True histograms by geounit: the geounits above the blocks summed once (sparse products, level
+    by level), the blocks read from the counts (no copy)."""
+
+    def __init__(self, spine: Spine, counts: np.ndarray) -> None:
+        from scipy import sparse
+
+        ptr = spine.level_ptr
+        self.first_block = int(ptr[spine.block_level])
+        self.counts = counts
+        self.block_pos = np.empty(spine.n - self.first_block, np.int64)
+        self.block_pos[np.asarray(spine.blocks) - self.first_block] = np.arange(spine.n_blocks)
+        K = counts.shape[1]
+        self.upper = np.zeros((self.first_block, K), np.int64)
+        below: np.ndarray = counts
+        below_nodes = np.asarray(spine.blocks)
+        for lev in range(spine.block_level, 0, -1):
+            lo, hi = int(ptr[lev - 1]), int(ptr[lev])
+            par = spine.parent[below_nodes] - lo
+            agg = sparse.csr_matrix((np.ones(par.size, np.int64), (par, np.arange(par.size))), shape=(hi - lo, par.size))
+            self.upper[lo:hi] = agg @ below
+            below, below_nodes = self.upper[lo:hi], np.arange(lo, hi)
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """The histograms of geounits ``idx`` (all of one geolevel)."""
+        idx = np.asarray(idx, np.int64)
+        if idx.size and idx[0] >= self.first_block:
+            return self.counts[self.block_pos[idx - self.first_block]]
+        return self.upper[idx]
+
+    @property
+    def total(self) -> int:
+        """The root's total."""
+        return int(self.upper[0].sum()) if self.first_block else int(self.counts.sum())
 
 
 def _variance(noise: NoiseModel, param: float) -> float:
@@ -256,7 +304,8 @@ class CensusTopDown(Mechanism):
         if strategy.n_cells != K:
             raise MechanismParameterError(f"strategy has {strategy.n_cells} cells; the data has {K}")
         inv_levels = self._invariant_levels(spine)
-        hist = data.geounit_histograms()
+        hist = data.true_histograms() if hasattr(data, "true_histograms") else \
+            _TrueHistograms(spine, np.asarray(counts, np.int64))
         groups = list(strategy.groups)
         det = strategy.detailed
         mats = {g: strategy.group_matrix(g) for g in groups}
@@ -278,7 +327,7 @@ class CensusTopDown(Mechanism):
         assumptions_extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, "
                              "outside the differential privacy guarantee)" for lv in inv_levels if lv > 0]
         ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
-        est = np.zeros_like(hist)
+        est = np.zeros((spine.n, K), np.int64)
         timings: dict[str, float] = {}
         n_measured = 0
         self._stats: list[dict[str, Any]] = []
@@ -294,20 +343,31 @@ class CensusTopDown(Mechanism):
                 meas = idx[spine.measured[idx]]
                 part = parts[lev]
                 self._spend(ctx, spine, lev, part, meas, params, sens)
-                noisy = self._measure(hist, meas, spine, groups, mats, params, ctx.rng, lev)
-                n_measured += meas.size
-                t1 = time.perf_counter()
                 self._stats.append({"geolevel": spine.level_names[lev], "parents": 0, "wls_fast": 0, "wls_general": 0,
                                     "rounding_fast": 0, "rounding_general": 0, "max_active_set_updates": 0})
+                clock = {"noise": 0.0}
+
+                def measure(nodes: np.ndarray, lev: int = lev, clock: dict = clock) -> dict:
+                    # the children of one batch of parents, measured when they are solved (a level
+                    # of 10^5 blocks x 2,016 cells is never held at once)
+                    t = time.perf_counter()
+                    nodes = nodes[spine.measured[nodes]]
+                    out = self._measure(hist, nodes, spine, groups, mats, params, ctx.rng, lev)
+                    self._n_measured += nodes.size
+                    clock["noise"] += time.perf_counter() - t
+                    return out
+
+                self._n_measured = 0
                 try:
                     if lev == 0:
-                        est[0] = self._root(hist, noisy, det, groups, mats, 0 in inv_levels)
+                        est[0] = self._root(hist, measure(meas), det, groups, mats, 0 in inv_levels)
                     else:
-                        self._level(spine, lev, est, hist, noisy, det, groups, mats, lev in inv_levels)
+                        self._level(spine, lev, est, hist, measure, det, groups, mats, lev in inv_levels)
                 except ParentSolveFailed as failed:
                     raise self._aborted(ctx, spine, lev, failed) from failed.cause
-                timings[f"{spine.level_names[lev]}_noise"] = t1 - t0
-                timings[f"{spine.level_names[lev]}_solve"] = time.perf_counter() - t1
+                n_measured += self._n_measured
+                timings[f"{spine.level_names[lev]}_noise"] = clock["noise"]
+                timings[f"{spine.level_names[lev]}_solve"] = time.perf_counter() - t0 - clock["noise"]
                 if bar is not None:
                     bar.update(1)
         finally:
@@ -320,7 +380,7 @@ class CensusTopDown(Mechanism):
             names=spine.names, parent=spine.parent, level=spine.level, level_names=list(spine.level_names),
             cells=strategy.cell_labels(), values=est, accounting=acc, mechanism=self.name, solver=self.solver_name,
             params=ctx.params(post_processing=self._stats), timings=timings,
-            level_totals=int(hist[0].sum()) if 0 in inv_levels else None)
+            level_totals=hist.total if 0 in inv_levels else None)
 
     # ------------------------------------------------------------------ pieces
     def _check_solvers(self, spine: Spine, strategy: QueryStrategy, groups: list[str], det: str | None,
@@ -382,7 +442,7 @@ class CensusTopDown(Mechanism):
             details[f"{self.noise.parameter_name}_max"] = used[-1]
         ctx.spend(amount, f"geolevel {lev} ({name})", **details)
 
-    def _measure(self, hist: np.ndarray, meas: np.ndarray, spine: Spine, groups: list[str],
+    def _measure(self, hist: _TrueHistograms, meas: np.ndarray, spine: Spine, groups: list[str],
                  mats: dict[str, np.ndarray], params: dict[tuple[int, int, str], float], rng: Any, lev: int
                  ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Noisy answers of the measured geounits: group -> (geounits, answers, weights); a group
@@ -390,12 +450,13 @@ class CensusTopDown(Mechanism):
         out = {}
         # few distinct proportions: look the scales up once per distinct numerator
         gnums, which = np.unique(spine.gamma_num[meas], return_inverse=True)
-        for g in groups:
+        rows = hist.rows(meas)
+        for gi, g in enumerate(groups):
             Q = mats[g]
             if meas.size and (lev, int(gnums[0]), g) not in params:
                 out[g] = (meas[:0], np.zeros((0, Q.shape[0])), np.zeros(0))
                 continue
-            true = hist[meas] @ Q.T.astype(np.int64)
+            true = self._strategy.queries.answer(gi, rows)  # integer marginals, O(K) per geounit
             scale = np.array([params[(lev, int(x), g)] for x in gnums], dtype=float)
             p = scale[which.ravel()] if meas.size else np.zeros(0)
             if meas.size:
@@ -412,15 +473,17 @@ class CensusTopDown(Mechanism):
                mats: dict[str, np.ndarray], totals: np.ndarray | None, n_total: int,
                cell_map: np.ndarray | None = None) -> LevelChunk:
         C, K = children.size, next(iter(mats.values())).shape[1]
-        where = np.full(n_total, -1, np.int64)
         targets = np.full((C, K), np.nan)
         tw = np.zeros(C)
         qm, qa, qw = [], [], []
         for g in groups:
             nodes, ans, w = noisy[g]
-            where[:] = -1
-            where[nodes] = np.arange(nodes.size)
-            pos = where[children]
+            if np.array_equal(nodes, children):
+                pos = np.arange(C)
+            else:
+                where = np.full(n_total, -1, np.int64)
+                where[nodes] = np.arange(nodes.size)
+                pos = where[children]
             has = pos >= 0
             if g == det:
                 targets[has] = ans[pos[has]]
@@ -436,20 +499,20 @@ class CensusTopDown(Mechanism):
         structure = self._strategy.query_structure([g for g in groups if g != det])
         return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map, queries=structure)
 
-    def _root(self, hist: np.ndarray, noisy: dict, det: str | None, groups: list[str], mats: dict,
+    def _root(self, hist: _TrueHistograms, noisy: dict, det: str | None, groups: list[str], mats: dict,
               invariant: bool) -> np.ndarray:
-        K = hist.shape[1]
+        K = hist.counts.shape[1]
         if not invariant:
             # no public total: the root's cells sum to nothing fixed; pose it under a free parent
             # cell that is the sum of all cells (no target), which is the same problem
             raise MechanismParameterError("the Census-style TopDown needs the root total invariant (bounded "
                                           "neighbours); unbounded releases are not supported")
         # the root's K cells all sum to the one public total: every cell's parent is that total
-        chunk = self._chunk(np.array([[hist[0].sum()]]), np.array([0]), np.array([0]), noisy, det, groups, mats,
-                            None, hist.shape[0], cell_map=np.zeros(K, np.int64))
+        chunk = self._chunk(np.array([[hist.total]]), np.array([0]), np.array([0]), noisy, det, groups, mats,
+                            None, 1, cell_map=np.zeros(K, np.int64))
         return self.level_solver.solve(chunk, np.array([0]), self._stats[-1])[0]
 
-    def _level(self, spine: Spine, lev: int, est: np.ndarray, hist: np.ndarray, noisy: dict, det: str | None,
+    def _level(self, spine: Spine, lev: int, est: np.ndarray, hist: _TrueHistograms, measure: Any, det: str | None,
                groups: list[str], mats: dict, invariant: bool) -> None:
         ptr, child = spine.children_csr()
         lp = spine.level_ptr
@@ -477,8 +540,8 @@ class CensusTopDown(Mechanism):
                 u = kids[~spine.measured[kids]][0]
                 raise SpineError(f"geounit {spine.names[u]!r} is unmeasured but has siblings")
             local = np.repeat(np.arange(ps.size), cnt)
-            totals = hist[kids].sum(1) if invariant else None
-            chunk = self._chunk(est[ps], local, kids, noisy, det, groups, mats, totals, spine.n)
+            totals = hist.rows(kids).sum(1) if invariant else None
+            chunk = self._chunk(est[ps], local, kids, measure(kids), det, groups, mats, totals, spine.n)
             est[kids] = self.level_solver.solve(chunk, ps, self._stats[-1])
 
     def _aborted(self, ctx: Any, spine: Spine, lev: int, failed: ParentSolveFailed) -> ReleaseAborted:
