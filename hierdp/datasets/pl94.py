@@ -186,7 +186,7 @@ def pl94_histograms(persons: pd.DataFrame, n_blocks: int) -> np.ndarray:
                                  persons["hispanic"].to_numpy(), persons["cenrace"].to_numpy()), PL94_SHAPE)
     K = int(np.prod(PL94_SHAPE))
     flat = np.bincount(persons["block"].to_numpy() * K + cell, minlength=n_blocks * K)
-    return flat.reshape(n_blocks, K).astype(np.int64)
+    return flat.reshape(n_blocks, K).astype(np.int64, copy=False)
 
 
 def pl94_constraints(units: pd.DataFrame) -> dict[str, object]:

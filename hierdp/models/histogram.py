@@ -347,6 +347,11 @@ def rounding_problem(chunk: LevelChunk, xhat: np.ndarray, queries: bool = True) 
 
 
 # ---------------------------------------------------------------------------------- the kinds
+_FEATURE_TEXT = {"query_terms": "query-term objectives", "bounds": "per-node bounds",
+                 "linear_constraints": "linear constraint rows", "weights": "non-uniform objective weights",
+                 "missing_targets": "nodes without a target (unmeasured children)"}
+
+
 class _ChunkKind:
     """What both histogram problem kinds share (see the module docstring)."""
 
@@ -474,6 +479,18 @@ class _ChunkKind:
         """Why a general plug-in (one that solves :class:`Problem`\\ s) cannot take this chunk through
         its translation: too large to translate (:data:`MAX_TRANSLATED_NONZEROS`), or the
         plug-in's own refusals of the translated Problem."""
+        cap = getattr(solver, "capabilities", None)
+        if cap is not None:  # what the plug-in can never do, said before any size or translation
+            why = []
+            if self.objective not in cap.objectives:
+                why.append(f"objective {self.objective!r} not supported (supports {sorted(cap.objectives)})")
+            if self.integer and not cap.integer:
+                why.append("integer problems not supported")
+            if not self.integer and not cap.continuous:
+                why.append("continuous problems not supported")
+            why += [f"{_FEATURE_TEXT.get(f, f)} not supported" for f in sorted(self.features() - set(cap.features))]
+            if why:
+                return [f"as a general Problem: {r}" for r in why]
         size = int(self.translated_size())
         if size > MAX_TRANSLATED_NONZEROS:
             return [f"as a general Problem {self.describe()} would hold ~{size:,} nonzeros (limit "

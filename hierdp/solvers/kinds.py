@@ -36,7 +36,7 @@ from hierdp.models.problem import Problem
 from hierdp.solvers import registry
 from hierdp.solvers.base import Solution, Solver, SolverFailed, Status, UnsupportedProblem
 
-__all__ = ["MAX_TRANSLATED_NONZEROS", "ChainResult", "check", "is_kind", "solve", "solve_parents", "unsupported_kind"]
+__all__ = ["GENERAL_AUTO", "MAX_TRANSLATED_NONZEROS", "ChainResult", "check", "is_kind", "solve", "solve_parents", "unsupported_kind"]
 
 
 def is_kind(problem: Any) -> bool:
@@ -66,10 +66,15 @@ def _get(solver: str | Solver) -> Solver:
     return solver if isinstance(solver, Solver) else registry.get(solver)
 
 
-def _auto(problem: Any, skip: Sequence[str] = ()) -> Solver:
+#: in a chain: the first exact plug-in that takes the problem through its Problem translation
+GENERAL_AUTO = "auto:general"
+
+
+def _auto(problem: Any, skip: Sequence[str] = (), general: bool = False) -> Solver:
     reasons = []
-    order = [n for n in registry.names() if problem.kind in getattr(registry.get(n), "problem_kinds", ())]
-    order += [n for n in registry.names() if n not in order]  # those that solve it natively first
+    native = [n for n in registry.names() if problem.kind in getattr(registry.get(n), "problem_kinds", ())]
+    order = [] if general else list(native)  # those that solve it natively first
+    order += [n for n in registry.names() if n not in native]
     for n in order:
         if n in skip:
             continue
@@ -89,9 +94,9 @@ def check(solver: str | Solver | Sequence[str | Solver], probe: Any) -> list[Sol
     chain = [solver] if isinstance(solver, (str, Solver)) else list(solver)
     ok, reasons = [], []
     for s in chain:
-        if s == "auto":
+        if s in ("auto", GENERAL_AUTO):
             try:
-                ok.append(_auto(probe))
+                ok.append(_auto(probe, general=s == GENERAL_AUTO))
             except UnsupportedProblem as exc:
                 reasons.append(str(exc))
             continue
@@ -252,7 +257,8 @@ def solve_parents(problem: Any, chain: Sequence[str | Solver], *, time_limit: fl
 
     A plug-in that refuses the remaining parents (``unsupported``) or fails on them is recorded and
     the next one tried; ``"auto"`` is the first exact registered plug-in not yet in the chain that
-    accepts them. ``time_limit`` bounds each plug-in call; ``options`` maps a plug-in name (or
+    accepts them (:data:`GENERAL_AUTO`: among those taking it through the Problem translation).
+    ``time_limit`` bounds each plug-in call; ``options`` maps a plug-in name (or
     ``"auto"``) to its options.
 
     Raises:
@@ -273,9 +279,9 @@ def solve_parents(problem: Any, chain: Sequence[str | Solver], *, time_limit: fl
             names.append(str(getattr(entry, "name", entry)))
             continue
         sub, kids = problem.subset(todo) if not todo.all() else (problem, np.arange(values.shape[0]))
-        if entry == "auto":  # the first exact plug-in, not yet in the chain, that accepts these parents
+        if entry in ("auto", GENERAL_AUTO):  # the first exact plug-in, not yet in the chain, that accepts them
             try:
-                s = _auto(sub, skip=names)
+                s = _auto(sub, skip=names, general=entry == GENERAL_AUTO)
             except UnsupportedProblem as exc:
                 names.append("auto")
                 reasons.append(f"auto: {exc}")

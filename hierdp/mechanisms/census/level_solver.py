@@ -27,6 +27,7 @@ import numpy as np
 
 from hierdp.models.histogram import HistogramRounding, HistogramWLS, LevelChunk
 from hierdp.models.marginals import MarginalQueries
+from hierdp.solvers.kinds import GENERAL_AUTO
 
 __all__ = ["DEFAULT_TIME_LIMIT", "CensusLevelSolver", "ParentSolveFailed", "probe_chunk"]
 
@@ -88,7 +89,7 @@ class CensusLevelSolver:
             if isinstance(s, (list, tuple)):
                 return list(s)
             if s == "auto":
-                return (["histogram_wls_dense"] if dense else []) + ["auto"]
+                return (["histogram_wls_dense"] if dense else []) + [GENERAL_AUTO]
             return [s]
 
         wls = (["histogram_wls"] if self.fast_path else []) + general(self.solver, self.fast_path)
@@ -114,7 +115,7 @@ class CensusLevelSolver:
 
         def named(s: Any, fast: str) -> list[Any]:  # the fast plug-in and what the caller named
             given = list(s) if isinstance(s, (list, tuple)) else [s]
-            return ([fast] if self.fast_path else []) + [x for x in given if x != "auto"]
+            return ([fast] if self.fast_path else []) + [x for x in given if x not in ("auto", GENERAL_AUTO)]
 
         for s in named(self.solver, "histogram_wls"):
             kinds.check(s, HistogramWLS(small))
