@@ -46,7 +46,7 @@ def test_strategy_is_the_production_configuration():
         assert sum(S.shares_at(lev).values()) == 1
     props = pl94_geolevel_proportions()
     assert props["US"] == F(104, 4099) and props["Block"] == F(165, 4099) and sum(props.values()) == 1
-    assert PL94_RHO == F(542, 339) ** 2  # global_scale = 339/542
+    assert F(542, 339) ** 2 == PL94_RHO  # global_scale = 339/542
     # hhinstlevels: household / institutional GQ (1-4) / non-institutional GQ (5-7)
     m = S.group_matrix("hhinstlevels").reshape(3, 8, 2, 2, 63)[:, :, 0, 0, 0]
     assert m.tolist() == [[1, 0, 0, 0, 0, 0, 0, 0], [0, 1, 1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1, 1, 1]]
@@ -81,7 +81,7 @@ def _pl94_release_data(n_blocks):
 
 
 def test_pl94_shaped_release_is_consistent_and_keeps_the_state_totals():
-    data, h = _pl94_release_data(250)
+    data, _ = _pl94_release_data(250)
     mech = CensusTopDown(rho=float(PL94_RHO), strategy=pl94_strategy(NAMES), invariant_levels=["US", "state"])
     rel = mech.release(data, seed=0)
     v, spine = rel.values, data.spine
@@ -101,7 +101,7 @@ def test_the_solver_door_refuses_before_any_noise():
     acc = Accountant(Budget.zcdp(10.0))
     rng = np.random.default_rng(0)
     state = rng.bit_generator.state
-    with pytest.raises(MechanismParameterError, match="intopt.*query-term"):
+    with pytest.raises(MechanismParameterError, match=r"intopt.*query-term"):
         CensusTopDown(rho=1.0, strategy=pl94_strategy(NAMES), solver="intopt").release(data, rng=rng, accountant=acc)
     with pytest.raises(MechanismParameterError, match="nonzeros"):  # every parent would go to HiGHS: too large
         CensusTopDown(rho=1.0, strategy=pl94_strategy(NAMES), fast_path=False).release(data, rng=rng, accountant=acc)
