@@ -17,13 +17,12 @@ moment (an aborted run never understates it).
 2. an integer rounder: L1 distance of all query answers to the continuous solution, over
    floor + {0, 1} per cell, keeping consistency (a MIP).
 
-Both are :class:`~hierdp.models.Problem`\\ s (:mod:`.problems`) solved through the solver registry
-(``solver=`` for stage 1, ``rounder=`` for stage 2, default ``"highs"``: its batch planner solves one
-parent per model). With ``fast_path=True`` (default) both stages first go through the exact
-vectorized paths of :mod:`.fastpath` (a KKT-certified active-set solve of every parent's WLS at
-once; the closed-form optimal cell rounder); only the parents they cannot certify are posed as
-Problems and sent to ``solver`` / ``rounder``. Single-child parents are copied down; all-zero
-parents give all-zero children.
+Both are problem kinds of the solver registry over a :class:`~hierdp.models.histogram.LevelChunk`
+(:mod:`.level_solver`): with ``fast_path=True`` (default) the exact structured plug-ins
+``histogram_wls`` (KKT-certified per parent) and ``histogram_cells`` go first, and the parents they
+do not certify go to ``solver`` / ``rounder`` (registry plug-ins, checked before any noise).
+Children are measured batch by batch, when their parents are solved. Single-child parents are
+copied down; all-zero parents give all-zero children.
 The root is estimated the same way with its total fixed (bounded neighbours: the total is public).
 **Invariants**: ``invariant_levels`` (a prefix of geolevels, default the root) are published exactly;
 the release states every invariant beyond the root as an assumption.
