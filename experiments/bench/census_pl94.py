@@ -126,9 +126,11 @@ def one(n_blocks: int, path: str, seed: int, major_races: bool, save: str | None
     levels = [{"geolevel": st["geolevel"], "parents": st["parents"],
                "noise_s": rel.timings.get(f"{st['geolevel']}_noise", 0.0),
                "solve_s": rel.timings.get(f"{st['geolevel']}_solve", 0.0),
-               "by plug-in": ", ".join(f"{k.split('_', 1)[1]}={v}" for k, v in st.items()
-                                       if k.startswith(("wls_histogram", "wls_highs", "rounding_histogram",
-                                                        "rounding_highs", "wls_histogram_wls_dense")) and v)}
+               "WLS by": ", ".join(f"{k[4:]}={v}" for k, v in st.items()
+                                   if k.startswith("wls_") and k not in ("wls_fast", "wls_general") and v),
+               "rounding by": ", ".join(f"{k[9:]}={v}" for k, v in st.items()
+                                        if k.startswith("rounding_") and k not in ("rounding_fast", "rounding_general")
+                                        and v)}
               for st in rel.params["post_processing"]]
     return {"blocks": n_blocks, "path": path, "geounits": int(data.spine.n), "cells": int(S.n_cells),
             "data_s": t_data, "wall_s": wall, "cpu_s": cpu, "peak_mib": peak, "levels": levels}
