@@ -256,10 +256,12 @@ def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
         out = _outside(x, y, box)
         if out.any():
             i = int(np.flatnonzero(out)[0])
+            from hierdp.privacy.disclosure import quote_private
+
+            where = quote_private(f"{names[0]} {float(x[i])!r}, {names[1]} {float(y[i])!r}", "at", verbatim=True)
             raise CliError(f"input {Path(args.input).name}: {int(out.sum())} point(s) lie outside --box "
-                           f"{' '.join(f'{v:g}' for v in box)}, e.g. row {i} ({names[0]} {float(x[i])!r}, {names[1]} "
-                           f"{float(y[i])!r}); enlarge the box or filter the points first (nothing is dropped "
-                           "silently)")
+                           f"{' '.join(f'{v:g}' for v in box)}, e.g. row {i}{where}; enlarge the box or filter the "
+                           "points first (nothing is dropped silently)")
     weights = None
     if args.count:
         weights = df[args.count].to_numpy()

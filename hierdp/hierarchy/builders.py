@@ -17,6 +17,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from hierdp.privacy.disclosure import WITHHELD_HINT, quote_private, show_private_values
 from hierdp.hierarchy._tree import check_unique_names, object_array
 from hierdp.hierarchy.counts import checked_total, coerce_counts
 from hierdp.hierarchy.errors import (
@@ -432,8 +433,10 @@ def _check_rows_in_domain(order: np.ndarray, leaf_starts: np.ndarray, m_dom: int
         rows = order[bad] - m_dom
         i = int(rows.min())
         path = "/".join(str(df[c].iloc[i]) for c in levels)
-        raise UnknownNodeError(f"row {df.index[i]!r}: path {path!r} is not in the declared domain"
-                               + (f" ({rows.size} rows are outside it)" if rows.size > 1 else ""))
+        # name the row, not its content: the path of a row outside the domain is private data
+        raise UnknownNodeError(f"row {df.index[i]!r}: its path{quote_private(path)} is not in the declared domain"
+                               + (f" ({rows.size} rows are outside it)" if rows.size > 1 else "")
+                               + f" ({WITHHELD_HINT})" * (not show_private_values()))
 
 
 # ---------------------------------------------------------------------------- from edges

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hierdp.release.base import BaseRelease
+from hierdp.release.labels import level_columns
 
 __all__ = ["NodeHistogramRelease"]
 
@@ -100,18 +101,20 @@ class NodeHistogramRelease(BaseRelease):
                             columns=pd.Index(self.cells, name=self.cell_name))
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per (node, cell): ``level, level_name, node, parent, <cell_name>, value``
-        (``parent`` is the parent's name, empty for a root)."""
+        """One row per (node, cell): ``level, level_name``, one column per level below the root
+        (the node's value at that level, :func:`hierdp.release.labels.level_columns`), ``node``,
+        ``parent`` (the parent's name, empty for a root), ``<cell_name>``, ``value``."""
         n, k = self.values.shape
         parent_name = np.where(self.parent >= 0, self.names[np.maximum(self.parent, 0)], "")
-        return pd.DataFrame({
+        data: dict[str, Any] = {
             "level": np.repeat(self.level, k),
             "level_name": np.repeat(np.asarray(self.level_names, dtype=object)[self.level], k),
-            "node": np.repeat(self.names, k),
-            "parent": np.repeat(parent_name, k),
-            self.cell_name: np.tile(self.cells, n),
-            "value": self.values.ravel(),
-        })
+        }
+        cols = level_columns(self.names, self.parent, self.level, self.level_names)
+        data.update({c: np.repeat(v, k) for c, v in cols.items() if c != self.cell_name})
+        data.update({"node": np.repeat(self.names, k), "parent": np.repeat(parent_name, k),
+                     self.cell_name: np.tile(self.cells, n), "value": self.values.ravel()})
+        return pd.DataFrame(data)
 
     # ------------------------------------------------------------------ invariants
     def consistency_violations(self) -> np.ndarray:

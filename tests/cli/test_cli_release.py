@@ -17,16 +17,18 @@ from hierdp.cli import main
 def _check_output(out: pd.DataFrame, total: int) -> None:
     assert int(out.loc[out["level"] == 0, "value"].iloc[0]) == total
     assert (out["value"] >= 0).all()
-    # children sum to parents (parent = global row number)
-    child = out[out["parent"] >= 0]
-    sums = child.groupby("parent")["value"].sum()
-    assert np.array_equal(out.loc[sums.index, "value"].to_numpy(), sums.to_numpy())
+    # children sum to parents (parent by name: the parent's node, one level up)
+    child = out[out["level"] > 0]
+    sums = child.groupby(["level", "parent"])["value"].sum()
+    up = out.assign(level=out["level"] + 1).set_index(["level", "node"])["value"]
+    assert np.array_equal(up.loc[sums.index].to_numpy(), sums.to_numpy())
 
 
 def _read(path) -> pd.DataFrame:
     if str(path).endswith((".parquet", ".pq")):
         return pd.read_parquet(path)
-    return pd.read_csv(path, dtype={"node": str, "origin": str, "destination": str}, keep_default_na=False)
+    return pd.read_csv(path, dtype={"node": str, "parent": str, "origin": str, "destination": str},
+                       keep_default_na=False)
 
 
 def test_trips_with_geography_to_csv(tmp_path, capsys) -> None:
@@ -108,7 +110,8 @@ def test_level_layout_with_and_without_geography(tmp_path, capsys) -> None:
     bad_geo.to_csv(tmp_path / "bad.csv", index=False)
     assert main(["release", str(tmp_path / "lv.csv"), "-o", str(tmp_path / "g.csv"), "--rho", "1", *layout,
                  "--geo", str(tmp_path / "bad.csv"), "--seed", "0", "--quiet"]) == 2
-    assert "'3'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "row 2 names an area" in err and "'3'" not in err  # the row, not the private area id
     geo.loc[len(geo)] = ["1", "3"]
     geo.to_csv(tmp_path / "geo.csv", index=False)
     assert main(["release", str(tmp_path / "lv.csv"), "-o", str(tmp_path / "g.csv"), "--rho", "1", *layout,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +28,6 @@ class SafeTabRelease(TableRelease):
     gamma: float
     thresholds: tuple[float, float, float]
     moe_level: float
-    observed_stability: dict[str, int] = dataclasses.field(default_factory=dict)
     mechanism: str = "SafeTab"
     value_column: str = "noisy_count"
 
