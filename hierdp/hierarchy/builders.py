@@ -414,7 +414,12 @@ def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = No
     st = frame_structure(df, levels, count, root_name=root_name, domain=domain)
     names = st.all_names()
     if not st.names_are_unique():  # only then can two paths spell one name: find and name them
-        check_unique_names(names, st.parent)
+        try:
+            check_unique_names(names, st.parent)
+        except MultipleParentsError as exc:
+            raise MultipleParentsError(f"{exc}: node names join the level values with {PATH_SEP!r}, so a value "
+                                       f"containing {PATH_SEP!r} can spell another path's name; rename one of the "
+                                       "two values") from None
     return FrameTree(names, st.parent, st.level_ptr, st.level_names, st.counts)
 
 

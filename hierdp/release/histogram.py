@@ -29,7 +29,7 @@ from hierdp.release.labels import level_columns
 __all__ = ["NodeHistogramRelease"]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False)
 class NodeHistogramRelease(BaseRelease):
     """A histogram per node of a tree, consistent per cell.
 
@@ -115,6 +115,37 @@ class NodeHistogramRelease(BaseRelease):
         data.update({"node": np.repeat(self.names, k), "parent": np.repeat(parent_name, k),
                      self.cell_name: np.tile(self.cells, n), "value": self.values.ravel()})
         return pd.DataFrame(data)
+
+    # ------------------------------------------------------------------ saving and loading
+    def _saved_structure(self) -> dict[str, Any]:
+        from hierdp.release.encoding import encode
+
+        return {**super()._saved_structure(), "level_names": [str(x) for x in self.level_names],
+                "cells": encode(self.cells), "cell_name": self.cell_name, "nonnegative": bool(self.nonnegative),
+                "integer": bool(self.integer), "level_totals": encode(self.level_totals),
+                "consistent": bool(self.consistent)}
+
+    @classmethod
+    def _from_saved(cls, frame: pd.DataFrame, structure: dict[str, Any], *, accounting: Any,
+                    params: dict[str, Any], tables: dict[str, pd.DataFrame]) -> NodeHistogramRelease:
+        cells = np.asarray(structure["cells"])
+        k = max(cells.size, 1)
+        if len(frame) % k:
+            raise ValueError(f"saved histogram release: {len(frame)} rows are not whole histograms of {k} cells")
+        first = frame.iloc[::k]
+        names = first["node"].to_numpy(dtype=object)
+        level = first["level"].to_numpy(dtype=np.int64)
+        parent = np.full(names.size, -1, np.int64)
+        where = {(int(lv), nm): i for i, (lv, nm) in enumerate(zip(level.tolist(), names.tolist(), strict=True))}
+        for i, (lv, pn) in enumerate(zip(level.tolist(), first["parent"].tolist(), strict=True)):
+            if lv > 0:
+                parent[i] = where[(lv - 1, pn)]
+        values = frame["value"].to_numpy().reshape(names.size, cells.size)
+        return cls(names=names, parent=parent, level=level, level_names=list(structure["level_names"]), cells=cells,
+                   values=values, accounting=accounting, mechanism=structure["mechanism"], solver=structure["solver"],
+                   params=params, nonnegative=structure["nonnegative"], integer=structure["integer"],
+                   level_totals=structure["level_totals"], consistent=structure["consistent"],
+                   cell_name=structure["cell_name"])
 
     # ------------------------------------------------------------------ invariants
     def consistency_violations(self) -> np.ndarray:

@@ -53,13 +53,13 @@ def level_columns(names: np.ndarray, parent: np.ndarray, level: np.ndarray,
                   level_names: Sequence[str]) -> dict[str, np.ndarray]:
     """The level columns of nodes numbered level by level (every parent before its children):
     ``names``, ``parent`` (index, -1 for a root) and ``level`` per node. Column ``k`` holds the
-    node's value at level ``k`` (its ancestor's), ``None`` below the node's own level."""
+    node's value at level ``k`` (its ancestor's), empty (``""``) below the node's own level."""
     names = np.asarray(names, dtype=object)
     parent = np.asarray(parent, dtype=np.int64)
     level = np.asarray(level, dtype=np.int64)
     n = names.size
     cols = level_columns_names(level_names)
-    out = {c: np.full(n, None, dtype=object) for c in cols}
+    out = {c: np.full(n, "", dtype=object) for c in cols}
     has = parent >= 0
     own = np.full(n, None, dtype=object)
     own[has] = strip_parent(names[has], names[parent[has]])

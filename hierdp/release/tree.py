@@ -18,7 +18,7 @@ import pandas as pd
 from hierdp.release.base import BaseRelease
 from hierdp.release.labels import level_columns_names, strip_parent
 
-__all__ = ["ReleaseLevel", "TreeRelease"]
+__all__ = ["ReleaseLevel", "StoredNamer", "TreeRelease"]
 
 
 @dataclass
@@ -40,7 +40,7 @@ class ReleaseLevel:
         return int(self.keys.size)
 
 
-@dataclass
+@dataclass(eq=False)
 class TreeRelease(BaseRelease):
     """A private hierarchical release.
 
@@ -125,7 +125,7 @@ class TreeRelease(BaseRelease):
 
         Columns: ``level, level_name``; the tree's label columns (O/D trees: ``origin_level, origin,
         destination_level, destination``; plain trees: one column per level below the root, named
-        after it, holding the node's value at that level - empty below the node's own level - read
+        after it, holding the node's value at that level - empty (``""``) below the node's own level - read
         off the names, so identifiers containing ``/`` stay whole); ``node`` (the node's name),
         ``parent`` (the parent's name, empty for the root), ``key`` and ``value``.
         """
@@ -151,11 +151,11 @@ class TreeRelease(BaseRelease):
                     elif k == lev:
                         level_cols[col] = own  # type: ignore[assignment]
                     else:
-                        level_cols[col] = np.full(len(lv), None, dtype=object)
+                        level_cols[col] = np.full(len(lv), "", dtype=object)
                 data.update(level_cols)
                 prev_levels = level_cols
             else:
-                data.update(labels)
+                data.update({c: np.asarray(v, dtype=object) for c, v in labels.items()})
             data["node"] = names
             data["parent"] = parent_names
             data["key"] = lv.keys
@@ -217,6 +217,39 @@ class TreeRelease(BaseRelease):
                                 for lev in range(self.n_levels)])
         return Hierarchy.from_arrays(names, parent, values, level_names=self.level_names[: self.n_levels])
 
+    # -- saving and loading -------------------------------------------------------------------
+    def _saved_structure(self) -> dict[str, Any]:
+        labels = list(self._label_columns(0, self.levels[0].keys[:1])) if self.levels else []
+        return {**super()._saved_structure(), "level_names": [str(x) for x in self.level_names],
+                "nonnegative": bool(self.nonnegative), "partial": bool(self.partial), "label_columns": labels}
+
+    @classmethod
+    def _from_saved(cls, frame: pd.DataFrame, structure: dict[str, Any], *, accounting: Any,
+                    params: dict[str, Any], tables: dict[str, pd.DataFrame]) -> TreeRelease:
+        level_names = list(structure["level_names"])
+        label_columns = list(structure["label_columns"])
+        lev = frame["level"].to_numpy()
+        levels: list[ReleaseLevel] = []
+        stored: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = []
+        prev = pd.Index([], dtype=object)
+        for L in range(len(level_names)):
+            f = frame[lev == L]
+            names = f["node"].to_numpy(dtype=object)
+            if L == 0:
+                parent = np.full(len(f), -1, np.int64)
+            else:
+                parent = prev.get_indexer(f["parent"].to_numpy(dtype=object)).astype(np.int64)
+                if np.any(parent < 0):
+                    raise ValueError(f"saved tree release: a node of level {L} names a parent that is not in level "
+                                     f"{L - 1}")
+            keys = f["key"].to_numpy(dtype=np.int64)
+            levels.append(ReleaseLevel(keys, parent, f["value"].to_numpy()))
+            stored.append((keys, names, {c: f[c].to_numpy() for c in label_columns}))
+            prev = pd.Index(names, dtype=object)
+        return cls(levels, level_names, structure["mechanism"], structure["solver"], accounting, [], [],
+                   namer=StoredNamer(stored, plain=not label_columns), params=params,
+                   nonnegative=structure["nonnegative"], partial=structure["partial"])
+
     def check_consistency(self) -> list[str]:
         """Problems with the release's invariants (empty: children sum to their parent, for every
         parent with released children, and - when the release promises it (:attr:`nonnegative`) -
@@ -246,3 +279,27 @@ class TreeRelease(BaseRelease):
                 f"solver={self.solver!r}, levels={self.n_levels}, "
                 f"nodes per level={sizes}, guarantee={self.guarantee!r})")
 
+
+class StoredNamer:
+    """The labels of a tree release read back from its saved table (the input tree is not needed):
+    per level the keys, the node names and the label columns."""
+
+    def __init__(self, levels: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]], *, plain: bool) -> None:
+        self._levels = levels
+        self._index = [pd.Index(keys) for keys, _, _ in levels]
+        self.plain = plain
+
+    def _rows(self, level: int, keys: np.ndarray) -> np.ndarray:
+        rows = self._index[level].get_indexer(np.asarray(keys, dtype=np.int64))
+        if np.any(rows < 0):
+            raise KeyError(f"level {level} has no saved label for key {int(np.asarray(keys)[rows < 0][0])}")
+        return rows
+
+    def key_names(self, level: int, keys: np.ndarray) -> np.ndarray:
+        return self._levels[level][1][self._rows(level, keys)]
+
+    def key_columns(self, level: int, keys: np.ndarray) -> dict[str, np.ndarray]:
+        rows = self._rows(level, keys)
+        if self.plain:
+            return {"node": self._levels[level][1][rows]}
+        return {c: v[rows] for c, v in self._levels[level][2].items()}

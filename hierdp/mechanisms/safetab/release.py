@@ -12,7 +12,7 @@ from hierdp.release.table import TableRelease
 __all__ = ["SafeTabRelease"]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class SafeTabRelease(TableRelease):
     """A SafeTab release: the tidy table, its accounting and the run's parameters.
 

@@ -431,7 +431,10 @@ class TopDownMechanism(Mechanism):
             from hierdp.scale.checkpoint import CheckpointRun
 
             if resume is not None and secure is None and seed is None and rng is None and not self.secure:
-                secure = _checkpoint_randomness(resume)  # a resume without randomness follows the checkpoint's
+                from hierdp.scale.checkpoint import recorded_randomness
+
+                recorded = recorded_randomness(resume)  # a resume without randomness follows the checkpoint's
+                secure = None if recorded is None else recorded == "secure"
             run = CheckpointRun.open(self, tree, checkpoint=checkpoint, resume=resume,
                                      secure=self._secure_for(secure, seed=seed, rng=rng), accountant=accountant)
         try:
@@ -682,18 +685,3 @@ def _coupled_order(alive: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, n
     cuts = np.concatenate([np.flatnonzero(lab[1:] != lab[:-1]) + 1, [n]]).astype(np.int64)
     return alive[order], cuts
 
-
-def _checkpoint_randomness(directory: Any) -> bool | None:
-    """``True`` / ``False`` when the checkpoint in ``directory`` was made with secure / seeded
-    randomness (a resume given no randomness follows it), ``None`` when it cannot be read (opening
-    the checkpoint then says why)."""
-    import json
-    from pathlib import Path
-
-    from hierdp.scale.checkpoint import MANIFEST
-
-    try:
-        recorded = json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8")).get("randomness")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return {"secure": True, "seeded": False}.get(recorded)
