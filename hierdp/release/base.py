@@ -19,6 +19,7 @@ New release types subclass :class:`BaseRelease` and implement the two abstract m
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -26,7 +27,10 @@ import pandas as pd
 
 from hierdp.release.accounting import Accounting
 
-__all__ = ["BaseRelease"]
+__all__ = ["INTERVALS_BACKEND", "BaseRelease"]
+
+#: the module whose ``intervals(release, level, ...)`` serves :meth:`BaseRelease.intervals`
+INTERVALS_BACKEND = "hierdp.intervals"
 
 
 class BaseRelease(ABC):
@@ -63,9 +67,11 @@ class BaseRelease(ABC):
         ``construction=``; see :func:`hierdp.intervals.intervals` for the methods and what each
         interval is (a proven bound, exact, or an estimate: ``frame.attrs["intervals"]``).
         """
-        from hierdp.intervals import intervals
-
-        return intervals(self, level, method=method, draws=draws, seed=seed, progress=progress, **options)
+        # hierdp.intervals sits above the mechanisms (it re-runs their post-processing), which sit
+        # above the releases: it is resolved by name at call time, as the mechanism and solver
+        # registries resolve their plug-ins, so the release layer keeps no static edge upwards
+        backend = importlib.import_module(INTERVALS_BACKEND)
+        return backend.intervals(self, level, method=method, draws=draws, seed=seed, progress=progress, **options)
 
     # -- saving and loading (hierdp.release.saved) ------------------------------------------------
     def save(self, path: Any, *, overwrite: bool = False) -> Any:
