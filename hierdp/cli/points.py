@@ -320,7 +320,7 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
             t_build = time.perf_counter() - t0
             return grid, t_build, mech.release(grid, seed=seed, progress=show_progress(args))
 
-        grid, _build_s, rel = run_interruptible(work)
+        grid, build_s, rel = run_interruptible(work)
         problems = rel.check_consistency()
         if problems:  # a bug, not bad input: refuse to write a release that breaks its promise
             raise RuntimeError(f"the release of {spec['name']} is not a tiling of the grid: {problems[0]}")
@@ -330,6 +330,7 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
         t_write = time.perf_counter() - t0
         written = True
         console.say(input_text(args.input, grid))
+        console.say(f"read and binned in {build_s:.2f} s (timings are for the operator: never publish them)")
         console.say(rel.accounting_text())
         console.say(f"released {rel.n_leaves:,} leaves tiling the {grid.shape[0]} x {grid.shape[1]} grid"
                     + (f" (consistency solver {rel.solver})" if rel.solver else "") + "; seconds per phase: "
