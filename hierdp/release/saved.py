@@ -239,18 +239,22 @@ def save_release(release: Any, path: str | Path, *, overwrite: bool = False,
     document = release_document(release, frame=frame)
     tmp_table = _write_temp(out, lambda fh: _write_table(frame, fh, fmt, document))
     tmp_doc: Path | None = None
+    new_side = not side.exists()
+    placed = False
     try:
         document["file"] = {"name": out.name, "format": fmt, "bytes": tmp_table.stat().st_size,
                             "sha256": _sha256(tmp_table)}
         text = json.dumps(document, indent=1, ensure_ascii=False).encode("utf-8")
         tmp_doc = _write_temp(side, lambda fh: fh.write(text))
         os.replace(tmp_doc, side)  # the document first: a table never sits there without its accounting
-        tmp_doc = None
+        tmp_doc, placed = None, True
         os.replace(tmp_table, out)
     except BaseException:
         tmp_table.unlink(missing_ok=True)
         if tmp_doc is not None:
             tmp_doc.unlink(missing_ok=True)
+        if placed and new_side and not out.exists():  # interrupted between the renames: no orphan document
+            side.unlink(missing_ok=True)
         raise
     return side
 
