@@ -346,23 +346,17 @@ class Face:
         ``(ok (P,), reason code (P,))`` (0 ok, 1 infeasible, 2 not stationary, 3 multiplier sign).
 
         Multipliers need not be unique (invariant totals, a cell with one free child): when the
-        least-squares ones give a bound slot the wrong sign, that slot (at its bound, so either
-        sign of its condition is met by a zero multiplier) joins the fitted set and the fit is
-        repeated, up to a few times; then an LP proposes multipliers and the same exact fit checks
-        them on the slots the LP leaves at zero."""
+        least-squares ones give a bound slot the wrong sign, the unit's stationarity equations are
+        solved exactly (SVD: a particular solution and the null space) and an LP over the null space
+        maximises the sign conditions' margin; the multipliers it gives are checked with the same
+        tolerances (:meth:`_degenerate`)."""
         code = self._certify_once(x, state, row_state, free, rs)
         bad_u = np.zeros(self.U, bool)
         np.logical_or.at(bad_u, self.units, code == 3)
         np.logical_and.at(bad_u, self.units, code != 1)
         if bad_u.any():
-            found = self._lp_zero_set(x, state, row_state, free, bad_u)
-            if found is not None:
-                zero, quiet = found
-                free2 = free | zero
-                rows2 = np.where(quiet, INACTIVE, row_state).astype(np.int8)
-                rs2, _ = self.row_system(free2, rows2, max_rows)
-                again = self._certify_once(x, state, rows2, free2, rs2)
-                code = np.where(bad_u[self.units], again, code)
+            ok_u = self._degenerate(x, state, row_state, free, bad_u)
+            code = np.where(bad_u[self.units] & ok_u[self.units], 0, code)
         ubad = np.zeros(self.U, bool)
         np.logical_or.at(ubad, self.units, code > 0)
         return ~ubad[self.units], code
@@ -410,63 +404,74 @@ class Face:
         bad_f |= self.infeasible | ~np.isfinite(np.bincount(self.sp, x, minlength=P))
         return np.where(bad_f, 1, np.where(bad_s, 2, np.where(bad_m, 3, 0)))
 
-    def _lp_zero_set(self, x: np.ndarray, state: np.ndarray, row_state: np.ndarray, free: np.ndarray,
-                     units: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(bound slots, active rows)`` of ``units`` whose multipliers an LP sets to 0: the LP
-        finds multipliers (λ per cell, π per active row) minimising the largest violation of
-        stationarity and the signs (each scaled by its child's gradient magnitude); its tolerances
-        are only 1e-7, so it only proposes which multipliers vanish - the exact least-squares fit
-        with those fixed at 0 decides (:meth:`certify`). None when the LP fails."""
+    def _degenerate(self, x: np.ndarray, state: np.ndarray, row_state: np.ndarray, free: np.ndarray,
+                    units: np.ndarray, max_entries: int = 20_000_000) -> np.ndarray:
+        """``(U,)``: for each of ``units``, whether multipliers exist that meet stationarity and the
+        signs within the tolerances: the stationarity equations on the free slots solved exactly
+        (SVD), then ``max m`` over their null space with every bound slot's multiplier beyond
+        ``m`` times its child's gradient scale on the right side (and the active rows' likewise),
+        and the result checked as in :meth:`_certify_once`. A unit whose dense system would exceed
+        ``max_entries`` is not decided (False)."""
         from scipy.optimize import linprog
 
+        out = np.zeros(self.U, bool)
         g = self.hess(x) - self.b
-        sel = np.flatnonzero(units[self.su])
-        out = np.zeros(self.n, bool)
-        if sel.size == 0:
-            return None
         term = np.maximum.reduce([self.wsum * np.abs(x), np.abs(self.b), np.abs(g)])
-        cs = np.maximum(_segment_max(term, self.sc, self.C)[self.sc], 1e-300)
-        cells, e_loc = np.unique(self.eid[sel], return_inverse=True)
-        act = np.flatnonzero((row_state != INACTIVE) & (self.runit >= 0) & units[np.maximum(self.runit, 0)])
-        ulist, u_loc = np.unique(self.su[sel], return_inverse=True)
-        ne, nr, nu = cells.size, act.size, ulist.size
-        inv = 1.0 / cs[sel]
-        A2s = self.A2[act][:, sel].T.tocoo() if nr else sparse.coo_matrix((sel.size, 0))
-        blocks, rhs = [], []
-        for sign, mask in ((1.0, free[sel] | (state[sel] == UPPER)), (-1.0, free[sel] | (state[sel] == LOWER))):
-            idx = np.flatnonzero(mask)
-            pos = np.full(sel.size, -1, np.int64)
-            pos[idx] = np.arange(idx.size)
-            keep = pos[A2s.row] >= 0
-            blocks.append(sparse.coo_matrix(
-                (np.concatenate([sign * inv[idx], sign * inv[A2s.row[keep]] * A2s.data[keep], -np.ones(idx.size)]),
-                 (np.concatenate([np.arange(idx.size), pos[A2s.row[keep]], np.arange(idx.size)]),
-                  np.concatenate([e_loc[idx], ne + A2s.col[keep], ne + nr + u_loc[idx]]))),
-                shape=(idx.size, ne + nr + nu)))
-            rhs.append(-sign * g[sel][idx] * inv[idx])
-        if nr:  # row multipliers' signs: at lower π <= 0, at upper π >= 0 (scaled by the unit's)
-            rs_ = np.maximum(_segment_max(cs, self.su, self.U)[self.runit[act]], 1e-300)
-            sgn = np.where(row_state[act] == LOWER, 1.0, np.where(row_state[act] == UPPER, -1.0, 0.0))
-            has = np.flatnonzero(sgn != 0)
-            ur = np.searchsorted(ulist, self.runit[act][has])
-            blocks.append(sparse.coo_matrix((np.concatenate([sgn[has] / rs_[has], -np.ones(has.size)]),
-                                             (np.concatenate([np.arange(has.size)] * 2),
-                                              np.concatenate([ne + has, ne + nr + ur]))),
-                                            shape=(has.size, ne + nr + nu)))
-            rhs.append(np.zeros(has.size))
-        A = sparse.vstack(blocks, format="csr")
-        c = np.concatenate([np.zeros(ne + nr), np.ones(nu)])
-        res = linprog(c, A_ub=A, b_ub=np.concatenate(rhs), bounds=[(None, None)] * (ne + nr) + [(0, None)] * nu,
-                      method="highs")
-        if res.status != 0:
-            return None
-        lam = res.x[:ne][e_loc]
-        pi = res.x[ne:ne + nr]
-        rterm = (A2s @ pi) if nr else 0.0
-        nu_lp = (g[sel] + lam + rterm) * inv
-        out[sel] = ~free[sel] & (np.abs(nu_lp) <= 1e-6)
-        quiet = np.zeros(self.n_rows, bool)
-        if nr:
-            rs_all = np.maximum(_segment_max(cs, self.su, self.U)[self.runit[act]], 1e-300)
-            quiet[act] = np.abs(pi) / rs_all <= 1e-9
-        return out, quiet
+        cs_child = _segment_max(term, self.sc, self.C)
+        for u in np.flatnonzero(units):
+            sl = np.flatnonzero(self.su == u)
+            cells, e_loc = np.unique(self.eid[sl], return_inverse=True)
+            rows = np.flatnonzero((self.runit == u) & (row_state != INACTIVE))
+            nz = cells.size + rows.size
+            if sl.size * nz > max_entries:
+                continue
+            B = np.zeros((sl.size, nz))
+            B[np.arange(sl.size), e_loc] = 1.0
+            if rows.size:
+                B[:, cells.size:] = self.A2[rows][:, sl].T.toarray()
+            cs = np.maximum(cs_child[self.sc[sl]], 1e-300)
+            tol = STATIONARITY_RTOL * cs
+            f = free[sl]
+            Bf = B[f]
+            if Bf.shape[0]:
+                Uu, sv, Vt = np.linalg.svd(Bf, full_matrices=True)
+                rank = int((sv > 1e-10 * max(sv.max(initial=0.0), 1e-300)).sum())
+                z0 = Vt[:rank].T @ ((Uu[:, :rank].T @ -g[sl][f]) / sv[:rank])
+                N = Vt[rank:].T
+            else:
+                z0, N = np.zeros(nz), np.eye(nz)
+            if np.any(np.abs(Bf @ z0 + g[sl][f]) > tol[f]):
+                continue  # stationarity cannot hold on the free slots
+            lo_s, hi_s = state[sl] == LOWER, state[sl] == UPPER
+            z = z0
+            if N.shape[1]:
+                # variables (w, m): maximise m; LOWER: -(B(z0 + N w) + g)/cs + m <= 0; UPPER: (...)/cs + m <= 0
+                blocks, rhs = [], []
+                for sign, mask in ((-1.0, lo_s), (1.0, hi_s)):
+                    if mask.any():
+                        blocks.append(np.hstack([sign * (B[mask] @ N) / cs[mask, None], np.ones((mask.sum(), 1))]))
+                        rhs.append(-sign * (B[mask] @ z0 + g[sl][mask]) / cs[mask])
+                rscale = float(cs.max())
+                for sign, state_r in ((1.0, LOWER), (-1.0, UPPER)):  # at lower π <= -m, at upper π >= m
+                    pick = np.flatnonzero(row_state[rows] == state_r)
+                    if pick.size:
+                        Nr = N[cells.size + pick]
+                        blocks.append(np.hstack([sign * Nr / rscale, np.ones((pick.size, 1))]))
+                        rhs.append(-sign * z0[cells.size + pick] / rscale)
+                if blocks:
+                    c = np.zeros(N.shape[1] + 1)
+                    c[-1] = -1.0
+                    res = linprog(c, A_ub=np.vstack(blocks), b_ub=np.concatenate(rhs),
+                                  bounds=[(None, None)] * N.shape[1] + [(None, 1.0)], method="highs")
+                    if res.status != 0:
+                        continue
+                    z = z0 + N @ res.x[:-1]
+            nu = B @ z + g[sl]
+            ok = np.all(np.abs(nu[f]) <= tol[f]) and np.all(nu[lo_s] >= -tol[lo_s]) and np.all(nu[hi_s] <= tol[hi_s])
+            if rows.size:
+                pi = z[cells.size:]
+                rt = STATIONARITY_RTOL * float(cs.max()) * max(1.0, float(np.abs(pi).max()))
+                ok = ok and not np.any((row_state[rows] == LOWER) & (pi > rt)) \
+                    and not np.any((row_state[rows] == UPPER) & (pi < -rt))
+            out[u] = bool(ok)
+        return out
