@@ -467,7 +467,8 @@ class Face:
                         continue
                     z = z0 + N @ res.x[:-1]
             nu = B @ z + g[sl]
-            ok = np.all(np.abs(nu[f]) <= tol[f]) and np.all(nu[lo_s] >= -tol[lo_s]) and np.all(nu[hi_s] <= tol[hi_s])
+            ok = bool(np.all(np.abs(nu[f]) <= tol[f]) and np.all(nu[lo_s] >= -tol[lo_s])
+                      and np.all(nu[hi_s] <= tol[hi_s]))
             if rows.size:
                 pi = z[cells.size:]
                 rt = STATIONARITY_RTOL * float(cs.max()) * max(1.0, float(np.abs(pi).max()))
