@@ -263,7 +263,8 @@ class GroupSizeMechanism(Mechanism):
         regions = data.regions
         return NodeHistogramRelease(
             names=regions.names, parent=regions.parent, level=regions.level, level_names=list(regions.level_names),
-            cells=data.sizes, values=values.T.copy(), accounting=acc, mechanism=self.name, solver=self.solver_name,
+            cells=data.sizes, values=values.T.copy(), accounting=acc, mechanism=self.name,
+            solver=str(info.get("constraint_solver", self.solver_name)),  # with constraints: who solved them
             params=ctx.params(K=data.K, G=data.G, **info),
             timings={"measure_s": t1 - t0, "post_process_s": t2 - t1}, nonnegative=True, integer=True,
             level_totals=data.G if self.consistent else None, consistent=self.consistent, cell_name="size")
