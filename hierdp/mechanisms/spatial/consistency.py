@@ -29,6 +29,7 @@ import numpy as np
 
 from hierdp.models.problem import Problem
 from hierdp.solvers import registry as solver_registry
+from hierdp.solvers.twopass import two_pass_wls
 
 __all__ = ["check_consistency_solver", "consistent_tree", "constrained_tree", "tree_problem"]
 
@@ -132,8 +133,8 @@ def _closed_form_with_rows(full: Problem, tc: Any, *, time_limit: float | None) 
     """The QP ``full`` (tree, fixed nodes, rows) solved through the closed form (module docstring)."""
     from hierdp.solvers.base import UnsupportedProblem
 
-    base = tree_problem_like(full, target=full.target)
-    x0 = np.asarray(solver_registry.solve(base, "twopass", time_limit=time_limit).values, dtype=float)
+    # the closed form's kernel (its answer is checked by the caller: fixed nodes, parent sums, rows)
+    x0 = two_pass_wls(tree_problem_like(full, target=full.target))
     stats: dict[str, Any] = {"rows": tc.n_rows, "row_solves": 0}
     if not tc.n_rows or not _row_violations(full, tc, x0):
         return x0, stats  # the rows hold at the optimum without them: it is the optimum with them
@@ -162,8 +163,8 @@ def _closed_form_with_rows(full: Problem, tc: Any, *, time_limit: float | None) 
         y = np.where(np.isnan(full.target), np.nan, 0.0)
         sel = leaf & free
         y[sel] = a[sel] / w[sel]
-        X[:, j] = solver_registry.solve(tree_problem_like(full, target=y, fixed=zero_fixed), "twopass",
-                                        time_limit=time_limit).values
+        # the closed form's kernel directly: these are directions, not answers; the answer is checked below
+        X[:, j] = two_pass_wls(tree_problem_like(full, target=y, fixed=zero_fixed))
     stats["row_solves"] = m
     G = np.asarray(A @ X)
     G = (G + G.T) / 2
@@ -226,11 +227,21 @@ def _polish(G: np.ndarray, r: np.ndarray, lo: np.ndarray, hi: np.ndarray, act: n
 
 
 def _row_violations(full: Problem, tc: Any, x: np.ndarray) -> list[str]:
-    """Rows and fixed nodes that ``x`` breaks, with a tolerance of 1e-9 of the row's magnitude."""
+    """Rows, fixed nodes and parent sums that ``x`` breaks, with a tolerance of 1e-9 of each
+    sum's magnitude."""
     out = []
     fx = full.is_fixed
     if np.any(x[fx] != full.fixed[fx]):
         out.append(f"{int(np.sum(x[fx] != full.fixed[fx]))} fixed node(s) moved")
+    par = full.parent
+    kids = par >= 0
+    n = par.size
+    sums = np.bincount(par[kids], weights=x[kids], minlength=n)
+    mag = np.bincount(par[kids], weights=np.abs(x[kids]), minlength=n)
+    inner = full.n_children > 0
+    off = inner & (np.abs(sums - x) > 1e-9 * np.maximum(1.0, mag + np.abs(x)))
+    if off.any():
+        out.append(f"{int(off.sum())} parent(s) differ from the sum of their children")
     if tc.n_rows:
         A = tc.matrix.tocsr()
         act = np.asarray(A @ x).ravel()
