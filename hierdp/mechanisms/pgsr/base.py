@@ -333,7 +333,7 @@ class GroupSizeMechanism(Mechanism):
         from hierdp.solvers import UnsupportedProblem
 
         bound = self._bound_for(data)
-        probe, _ = self.pose(data, np.zeros(self._true_vectors(data).shape, np.int64), scales, bound)
+        probe, _ = self.pose(data, np.zeros((data.K, data.n_regions), np.int64), scales, bound)  # public shape
         try:
             self._solver_for(probe, bound)
         except UnsupportedProblem as exc:
