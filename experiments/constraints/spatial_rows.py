@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'height':>6} {'nodes':>10} {'twopass+rows s':>15} {'highs QP s':>12} {'objective':>16} "
           f"{'rel. diff':>10} {'max row viol.':>14}")
     for h in (int(x) for x in args.heights.split(",")):
-        parent, rects, depth = build_tree(grid.domain.shape, h, quad_split)
+        parent, rects, _ = build_tree(grid.domain.shape, h, quad_split)
         counts = rect_sums(grid.prefix, *rects.T).astype(float)
         var = np.full(parent.size, 8.0)
         noisy = counts + rng.laplace(0, 2.0, parent.size)
