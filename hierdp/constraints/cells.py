@@ -329,7 +329,7 @@ def bind_cells(constraints: Any, space: CellSpace) -> CellConstraints:
     """
     import time
 
-    from hierdp.constraints.resolve import check_numbers
+    from hierdp.constraints.integers import check_numbers
 
     t0 = time.perf_counter()
     entries = constraints.entries
