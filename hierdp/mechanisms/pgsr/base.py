@@ -121,7 +121,7 @@ class GroupSizeMechanism(Mechanism):
                 raise MechanismParameterError(f"constraint_solver {constraint_solver!r} cannot honour constraint rows "
                                               "in an integer L2 problem; leave it unset (auto) or name a general "
                                               "solver ('highs', 'ortools')")
-        self._bound_cache: tuple[Any, Any] | None = None
+        self._bound_cache: tuple[Any, int, Any] | None = None
 
     # ------------------------------------------------------------------ options
     def _features(self) -> set[str]:
@@ -322,12 +322,13 @@ class GroupSizeMechanism(Mechanism):
         """The constraint set bound to ``data``'s public structure (kept for the same structure)."""
         from hierdp.mechanisms.pgsr.constraints import GroupSizeConstraints
 
-        key = (id(data.regions), data.K)
-        if self._bound_cache is None or self._bound_cache[0] != key:
+        # kept for the same region tree object (held here, so its identity cannot be reused) and K
+        cache = self._bound_cache
+        if cache is None or cache[0] is not data.regions or cache[1] != data.K:
             bound = GroupSizeConstraints.bind(self.constraints, data, region_totals=self.region_totals_public,
                                               time_limit=max(60.0, float(self.time_limit or 0)))
-            self._bound_cache = (key, bound)
-        return self._bound_cache[1]
+            cache = self._bound_cache = (data.regions, data.K, bound)
+        return cache[2]
 
     def _bind_constraints(self, data: CountOfCounts, scales: Sequence[float]) -> Any:
         """Before any noise: bind and check the constraint set, and the solver of the constrained
