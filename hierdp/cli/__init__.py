@@ -20,9 +20,9 @@ from hierdp.cli.console import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_SOLVER,
-    EXIT_TERMINATED,
     Console,
     Terminated,
+    end_worker_pools,
     exit_now_if_abandoned,
     one_line,
     terminate_on_sigterm,
@@ -109,11 +109,13 @@ def _main(argv: Sequence[str] | None) -> int:
         console.error(_message(exc))
         return EXIT_INPUT
     except KeyboardInterrupt:
+        end_worker_pools()
         console.error("interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    except Terminated:
-        console.error("terminated (SIGTERM); nothing was written")
-        return EXIT_TERMINATED
+    except Terminated as exc:
+        end_worker_pools()
+        console.error(f"terminated ({exc.name}); nothing was written")
+        return exc.code
     except BrokenPipeError as exc:
         console.error(_message(exc) if exc.args else "stdout was closed early (broken pipe)")
         return EXIT_BROKEN_PIPE

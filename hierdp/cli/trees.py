@@ -43,7 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from hierdp.cli.common import check_randomness_flags, privacy_context, randomness_text, split_columns
-from hierdp.cli.console import EXIT_INTERRUPTED, Console, finish_release, run_interruptible, show_progress
+from hierdp.cli.console import (
+    EXIT_INTERRUPTED,
+    Console,
+    end_worker_pools,
+    finish_release,
+    run_interruptible,
+    show_progress,
+)
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
 from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
 from hierdp.cli.scaleout import check_scale_arguments, close_dask_client, is_dataset, open_dask_client
@@ -299,6 +306,7 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
             console.say(f"  {lev:>2} {rel.level_names[lev]:<28} {len(lv):>10,} {secs:>9.3f}")
         console.say(f"wrote {len(frame):,} rows to {out}")
     except KeyboardInterrupt:
+        end_worker_pools()
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
