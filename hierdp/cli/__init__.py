@@ -29,7 +29,7 @@ from hierdp.cli.console import (
 )
 from hierdp.cli.io import CliError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "solver_stop"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -86,9 +86,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def solver_stop(exc: BaseException) -> BaseException | None:
+    """The :class:`~hierdp.solvers.base.SolverFailed` behind ``exc`` (itself, or the cause of a
+    ``ReleaseAborted``: a solver that stopped after the noise, e.g. at its time limit), else None."""
+    from hierdp.solvers.base import SolverFailed
+
+    seen = 0
+    cur: BaseException | None = exc
+    while cur is not None and seen < 8:
+        if isinstance(cur, SolverFailed):
+            return cur
+        cur = getattr(cur, "cause", None) or cur.__cause__
+        seen += 1
+    return None
+
+
+def _solver_stop_text(exc: BaseException, stop: BaseException) -> str:
+    """One line for a solver's stop: its status and message, where it stopped and what was spent
+    (a ``ReleaseAborted``), and that nothing was written."""
+    text = _message(stop)
+    if len(text) > 300:
+        text = text[:290].rstrip() + " ..."
+    where = ""
+    if exc is not stop and getattr(exc, "spent", None) is not None:
+        level = getattr(exc, "level", -1)
+        at = f"at level {level} ({getattr(exc, 'level_name', '')}) " if isinstance(level, int) and level >= 0 else ""
+        where = f"; the release stopped {at}after its noise was drawn ({exc.spent} spent)"  # type: ignore[attr-defined]
+    return f"status {getattr(stop, 'status', 'failed')}: {text}{where}; nothing was written"
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    ck = getattr(args, "checkpoint", None) or getattr(args, "resume", None)
+    if ck is None:
+        return ""
+    return (f"; the finished levels are kept in checkpoint {ck}: continue with --resume {ck} (a longer --time-limit "
+            "is allowed)")
+
+
 def _main(argv: Sequence[str] | None) -> int:
     from hierdp.errors import HierdpError
-    from hierdp.solvers.base import SolverFailed
 
     try:
         args = build_parser().parse_args(argv)
@@ -101,11 +137,11 @@ def _main(argv: Sequence[str] | None) -> int:
     except CliError as exc:
         console.error(exc)
         return exc.code
-    except SolverFailed as exc:
-        status = getattr(exc, "status", "failed")
-        console.error(f"status {status}: {_message(exc)}; nothing was written")
-        return EXIT_SOLVER
-    except (HierdpError, KeyError, ValueError) as exc:  # bad input named by the library
+    except (HierdpError, KeyError, ValueError) as exc:  # bad input named by the library, or a solver's stop
+        stop = solver_stop(exc)
+        if stop is not None:  # exit 3: the solver stopped without an optimal answer (a time limit, ...)
+            console.error(_solver_stop_text(exc, stop) + _resume_hint(args))
+            return EXIT_SOLVER
         console.error(_message(exc))
         return EXIT_INPUT
     except KeyboardInterrupt:

@@ -4,7 +4,7 @@ Runs every configuration (``--mechanisms`` × ``--solvers`` where a mechanism ha
 step, as the mechanism registry says) once per seed on the same input and budget, and writes
 
 * a tidy CSV (``-o``, default ``compare.csv``): one row per configuration, seed and level, with
-  the metrics that fit the input, and a ``status`` (``ok``, ``time limit``, ``unsupported``,
+  the metrics that fit the input, and a ``status`` (``ok``, ``time_limit``, ``unsupported``,
   ``failed``) for configurations that could not run;
 * a figure (``--plot``, default the CSV's name with ``.png``): the metrics per level with bands
   over the seeds, and seconds per release.
