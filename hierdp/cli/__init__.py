@@ -87,18 +87,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def solver_stop(exc: BaseException) -> BaseException | None:
-    """The :class:`~hierdp.solvers.base.SolverFailed` behind ``exc`` (itself, or the cause of a
-    ``ReleaseAborted``: a solver that stopped after the noise, e.g. at its time limit), else None."""
+    """The :class:`~hierdp.solvers.base.SolverFailed` behind ``exc`` (itself, or the direct cause
+    of a ``ReleaseAborted``: a solver that stopped after the noise, e.g. at its time limit), else
+    None (a failure with another cause - e.g. constraints that cannot hold - is bad input)."""
     from hierdp.solvers.base import SolverFailed
 
-    seen = 0
-    cur: BaseException | None = exc
-    while cur is not None and seen < 8:
-        if isinstance(cur, SolverFailed):
-            return cur
-        cur = getattr(cur, "cause", None) or cur.__cause__
-        seen += 1
-    return None
+    if isinstance(exc, SolverFailed):
+        return exc
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, SolverFailed) else None
 
 
 def _solver_stop_text(exc: BaseException, stop: BaseException) -> str:

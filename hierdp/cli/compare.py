@@ -39,7 +39,6 @@ from hierdp.cli.io import (
     check_figure_path,
     check_input_file,
     check_output_path,
-    read_table,
     write_figure_atomic,
     write_table_atomic,
 )
@@ -164,10 +163,9 @@ def _read(args: argparse.Namespace, layout: Layout | None, spec: Any) -> Any:
         from hierdp.cli.points import read_grid
 
         return read_grid(args, spec)
-    from hierdp.cli.trees import build_tree
+    from hierdp.cli.trees import build_tree, read_tree_input
 
-    return build_tree(args, read_table(args.input, counts=[args.count] if args.count else []),
-                      layout.shape or "levels")
+    return build_tree(args, read_tree_input(args, layout.shape or "levels"), layout.shape or "levels")
 
 
 def _domain_line(args: argparse.Namespace, layout: Layout | None, spec: Any) -> str:
