@@ -44,7 +44,7 @@ from hierdp.cli.io import (
 )
 from hierdp.cli.layouts import Layout, check_mechanism_fits, decide_layout
 
-__all__ = ["add_compare_parser", "run_compare"]
+__all__ = ["add_compare_parser", "figure_digest", "run_compare"]
 
 
 def _seeds(text: str) -> list[int]:
@@ -241,7 +241,8 @@ def run_compare(args: argparse.Namespace) -> int:
             from hierdp.plot import compare_figure
 
             label = "bundled world cities" if args.input is None else Path(args.input).name
-            write_figure_atomic(compare_figure(frame, data_label=label), fig_path)
+            write_figure_atomic(compare_figure(frame, data_label=label), fig_path,
+                                metadata={"hierdp-data": figure_digest(frame)})
             written.append(fig_path)
             drew = True
         secs = time.perf_counter() - t_start
@@ -267,6 +268,15 @@ def run_compare(args: argparse.Namespace) -> int:
     if console.pipe_closed:
         raise BrokenPipeError(f"stdout was closed early; the results were written to {out}")
     return 0
+
+
+def figure_digest(frame: Any) -> str:
+    """SHA-256 of what a compare figure draws, timings aside (they change run to run): written
+    into the figure, so a figure can be checked against a fresh run of the command that made it."""
+    import hashlib
+
+    fixed = frame.drop(columns=[c for c in frame.columns if "seconds" in str(c)])
+    return hashlib.sha256(fixed.to_csv(index=False, float_format="%.9g").encode("utf-8")).hexdigest()
 
 
 def _seed_text(seeds: list[int]) -> str:

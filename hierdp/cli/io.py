@@ -355,15 +355,17 @@ def check_figure_path(path: str | Path, inputs: Iterable[Path], *, overwrite: bo
     return _check_target(out, inputs, overwrite, "figure")
 
 
-def write_figure_atomic(fig: object, out: Path, *, dpi: int = 110) -> None:
+def write_figure_atomic(fig: object, out: Path, *, dpi: int = 110, metadata: dict[str, str] | None = None) -> None:
     """Save a matplotlib figure through a temporary file and one rename (as
-    :func:`write_table_atomic`)."""
+    :func:`write_table_atomic`); ``metadata``: text entries of the file (PNG text chunks)."""
     folder = out.parent if str(out.parent) else Path(".")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=folder)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, dpi=dpi, format=out.suffix.lower().lstrip("."))  # type: ignore[attr-defined]
+            fmt = out.suffix.lower().lstrip(".")
+            extra = {"metadata": metadata} if metadata and fmt == "png" else {}
+            fig.savefig(fh, dpi=dpi, format=fmt, **extra)  # type: ignore[attr-defined]
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())

@@ -175,9 +175,12 @@ def make_pool(workers: int, state: tuple[str, str] | None = None, *,
     except BaseException as exc:
         terminate_pool(pool)
         if isinstance(exc, cf.process.BrokenProcessPool):
+            main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+            hint = (f"the main script {main_file!r} is not a file the workers can import (run the code from a "
+                    "file, or use engine='serial')" if main_file is not None and not os.path.isfile(main_file)
+                    else f"if this runs from a script: {MAIN_GUARD_HINT}")
             raise EngineError(f"engine='processes': the worker processes could not start ({exc}); nothing was "
-                              f"released and no noise was drawn. If this runs from a script: {MAIN_GUARD_HINT}") \
-                from None
+                              f"released and no noise was drawn; {hint}") from None
         if isinstance(exc, cf.TimeoutError):
             raise EngineError(f"engine='processes': the {workers} worker processes did not start within "
                               f"{timeout:g} s; nothing was released and no noise was drawn") from None

@@ -155,6 +155,21 @@ def test_a_script_without_the_main_guard_is_refused_before_any_noise(tmp_path):
     assert 'if __name__ == "__main__":' in last and "nothing was released and no noise was drawn" in last
 
 
+def test_code_the_workers_cannot_import_is_refused_naming_why(tmp_path):
+    code = textwrap.dedent("""
+        from hierdp.mechanisms import InfTDA
+        from hierdp.hierarchy import Hierarchy
+        tree = Hierarchy.from_edges([("r", "a"), ("r", "b")], counts={"a": 3, "b": 4})
+        try:
+            InfTDA(rho=0.5, engine="processes", executor=2).release(tree, seed=0)
+        except Exception as exc:
+            print("REFUSED", exc)
+    """)
+    res = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("REFUSED"))
+    assert "the main script '<stdin>' is not a file the workers can import" in line, res.stdout + res.stderr
+
+
 def test_a_script_with_the_main_guard_runs_on_the_pool(tmp_path):
     script = tmp_path / "guard.py"
     script.write_text(textwrap.dedent("""
