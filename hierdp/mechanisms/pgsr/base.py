@@ -213,11 +213,14 @@ class GroupSizeMechanism(Mechanism):
                              details={"split": self.level_split, "noise": GEOMETRIC.name,
                                       "measurement": self.measurement})
         regions = data.regions
+        timings = {"measure_s": t1 - t0, "post_process_s": t2 - t1}
+        if "solver_seconds" in info:  # a run diagnostic, not a parameter: never in the saved accounting
+            timings["solver_s"] = float(info.pop("solver_seconds"))
         return NodeHistogramRelease(
             names=regions.names, parent=regions.parent, level=regions.level, level_names=list(regions.level_names),
             cells=data.sizes, values=values.T.copy(), accounting=acc, mechanism=self.name, solver=self.solver_name,
             params=ctx.params(K=data.K, G=data.G, **info),
-            timings={"measure_s": t1 - t0, "post_process_s": t2 - t1}, nonnegative=True, integer=True,
+            timings=timings, nonnegative=True, integer=True,
             level_totals=data.G if self.consistent else None, consistent=self.consistent, cell_name="size")
 
     def notes(self) -> tuple[str, ...]:
