@@ -134,7 +134,8 @@ def test_odd_input(workdir, capsys, name, argv, files, code, pattern) -> None:
 def test_an_unused_column_with_blank_cells_is_not_read(workdir, capsys, argv, target) -> None:
     assert main(argv) == 0
     reference = (workdir / "out.csv").read_bytes()
-    (workdir / "out.csv").unlink()
+    for written in workdir.glob("out.csv*"):  # the release and its accounting beside it
+        written.unlink()
     # a note column, blank in most rows, in the input and in the --geo file: neither is used
     frame = pd.read_csv(workdir / target, dtype=str, keep_default_na=False)
     frame["note"] = [""] * (len(frame) - 1) + ["checked"]

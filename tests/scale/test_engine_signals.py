@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -76,11 +78,19 @@ def _drain(stream, box: dict) -> None:
     box["eof"] = time.monotonic()
 
 
+@pytest.fixture
+def short_tmp():
+    """The run's own temporary folder, to see what it leaves there; short: the fork server's socket
+    path inside it must fit AF_UNIX's 108 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="hs-", dir="/tmp" if Path("/tmp").is_dir() else None))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGINT", "SIGTERM", "SIGHUP"])
-def test_no_process_of_the_run_outlives_the_command(sig, big_csv, tmp_path):
+def test_no_process_of_the_run_outlives_the_command(sig, big_csv, tmp_path, short_tmp):
     out = tmp_path / "o.parquet"
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
+    tmpdir = short_tmp
     cmd = [*HIERDP, "release", str(big_csv), "-o", str(out), "--levels", "state,county,tract,block", "--count",
            "people", "--observed-domain-public", "--epsilon", "1", "--secure", "--engine", "processes",
            "--quiet"]
@@ -125,8 +135,8 @@ def test_no_process_of_the_run_outlives_the_command(sig, big_csv, tmp_path):
         assert ("interrupted; nothing was written" if sig == "SIGINT" else f"terminated ({sig}); nothing was written") \
             in text
     assert not out.exists()
-    assert list(tmpdir.iterdir()) == []  # the run's state file (private counts) is not left behind
-    assert [p.name for p in tmp_path.iterdir()] == ["tmp"]  # no hidden partial output
+    assert list(tmpdir.iterdir()) == []  # the run's state file (private counts) and the fork server's socket
+    assert list(tmp_path.iterdir()) == []  # no hidden partial output
 
 
 def test_a_script_without_the_main_guard_is_refused_before_any_noise(tmp_path):
