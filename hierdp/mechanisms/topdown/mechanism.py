@@ -629,10 +629,11 @@ class TopDownMechanism(Mechanism):
         notes: tuple[str, ...] = ()
         resolved = getattr(state, "constraints", None)
         if resolved is not None:
-            relaxed = [r for st in state.stats for r in st.get("relaxations", ())]
-            details["constraints"] = {**resolved.describe(), "on_infeasible": self._on_infeasible,
-                                      "relaxations": relaxed}
-            notes = (resolved.text(), *(_relaxation_note(r, state.names) for r in relaxed))
+            from hierdp.constraints.report import accounting_parts
+
+            details["constraints"], notes = accounting_parts(
+                resolved, on_infeasible=self._on_infeasible, level_names=state.names,
+                relaxations=[r for st in state.stats for r in st.get("relaxations", ())])
         return ctx.accounting(details=details, notes=notes, partial=partial)
 
     def _make_release(self, tree: TopDownTree, ctx: RunContext, state: _RunState, partial: bool) -> TreeRelease:
@@ -669,13 +670,6 @@ class _RunState:
         self.stats: list[dict[str, Any]] = []
         self.constraints: Any = None  # the resolved constraint set (hierdp.constraints), if any
         self.fixed_relaxations: list[dict[str, Any]] = []  # rows over fixed nodes relaxed at a level's start
-
-
-def _relaxation_note(r: dict[str, Any], names: list[str]) -> str:
-    """The release's line for one relaxed row (failsafe, never silent)."""
-    side = (f"lower bound lowered by {r['lower_by']:,.0f}" if r["lower_by"] > 0
-            else f"upper bound raised by {r['upper_by']:,.0f}")
-    return f"failsafe: constraint {r['row']!r} relaxed at level {r['level']} ({names[r['level']]}): {side}"
 
 
 def _coupled_order(alive: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
