@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 from collections.abc import Callable, Sequence
@@ -71,6 +71,9 @@ from hierdp.models.arrays import (
 from hierdp.models.problem import Problem
 from hierdp.solvers import _verify
 from hierdp.solvers._batching import ChunkResult, plan_batches, run_batches
+from hierdp.solvers._chords import first_windows, solve_lazily
+from hierdp.solvers._highs_chords import HighsChordModel, l2_terms
+from hierdp.solvers._magnitude import dropped_violated, relax_far_bounds, snap_rounding
 from hierdp.solvers.base import Capabilities, Solution, Solver, Status, UnsupportedProblem, finish
 
 #: groups per MIP batch. Measured on 2,000 integer linf groups (b in [2, 10], real targets, 2 cores,
@@ -86,6 +89,8 @@ MAX_MAGNITUDE = 2.0 ** 52
 #: largest magnitude of a model that cannot be recentred (Pyomo hooks): HiGHS's absolute
 #: tolerances (1e-6 integrality, 1e-7 feasibility) must still resolve units
 MAX_MAGNITUDE_UNSHIFTED = 1e7
+#: HiGHS's QP regularization for a second try when an unregularized answer fails the KKT check
+QP_RETRY_REGULARIZATION = 1e-7
 #: seconds past ``time_limit`` before a hard-limited worker is killed (HiGHS normally stops by
 #: itself; this only bounds the phases where it does not look at the clock)
 HARD_LIMIT_GRACE = 0.5
@@ -181,7 +186,10 @@ class HighsSolver(Solver):
                                f"model holds numbers beyond {MAX_MAGNITUDE_UNSHIFTED:g}, where HiGHS's absolute "
                                "tolerances do not resolve units")
         if problem.objective == "l2" and problem.integer:
-            why.extend(_integer_l2_refusals(problem))
+            if problem.pyomo_hooks:
+                why.extend(_integer_l2_refusals(problem))  # the Pyomo model enumerates its window
+            elif problem.n_query_terms and np.any(problem.queries.matrix.data != np.rint(problem.queries.matrix.data)):
+                why.append("integer L2 query terms need integer coefficients (their value must be an integer)")
         return why
 
     def solve_problem(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
@@ -228,7 +236,7 @@ class HighsSolver(Solver):
             path=path, settings=settings, threads=opts.threads, deadline=deadline,
             # the proximity window around the continuous optimum holds without user rows and query
             # terms only (models.arrays); with them the window is the bounds, and no QP is solved
-            needs_center=(problem.objective == "l2" and problem.integer and not problem.pyomo_hooks
+            needs_center=(path == "pyomo" and problem.objective == "l2" and problem.integer
                           and not problem.n_constraints and not problem.n_query_terms),
             anchors=anchor_values(problem) if problem.objective == "l2" and problem.integer else None,
             shift=consistent_point(problem) if recentre else None,
@@ -313,6 +321,7 @@ class _Job:
 class _RunResult:
     status: Status
     x: np.ndarray | None = None  # optimal values of the batch's variables (original space)
+    d: np.ndarray | None = None  # the same in the model's (recentred) space
     incumbent: np.ndarray | None = None  # a feasible point when not optimal
     bound: float | None = None
     message: str = ""
@@ -345,7 +354,10 @@ def _chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, job: _Job)
 
 def _solve_batch(problem: Problem, subset: np.ndarray | None, job: _Job, runner: _DirectRunner
                  ) -> tuple[_RunResult, np.ndarray]:
-    """One batch: QP centre (integer L2), the model, the certificate and its fallback."""
+    """One batch: the lazy-chord loop (integer L2, direct path), else QP centre (integer L2 through
+    Pyomo), the model, the certificate and its fallback."""
+    if job.path == "direct" and problem.objective == "l2" and problem.integer:
+        return _solve_l2_lazy(problem, subset, job, runner)
     center = None
     if job.needs_center:
         relaxed = model_arrays(problem, subset=subset, relax=True, shift=job.shift)
@@ -366,6 +378,43 @@ def _solve_batch(problem: Problem, subset: np.ndarray | None, job: _Job, runner:
         # never trust an "infeasible" from presolve alone
         out, nodes = solve({**job.settings, "presolve": "off"})
     return out, nodes
+
+
+def _solve_l2_lazy(problem: Problem, subset: np.ndarray | None, job: _Job, runner: _DirectRunner
+                   ) -> tuple[_RunResult, np.ndarray]:
+    """Integer L2 of one batch by lazy chord cuts (:mod:`hierdp.solvers._chords`): no window
+    proof and no domain enumeration, so bounds are optional and rows and query terms are allowed.
+
+    Far bounds are dropped as in every recentred model; a converged answer that breaks one is
+    solved again with that bound restored."""
+    arr = replace(model_arrays(problem, subset=subset, relax=True, anchors=job.anchors, shift=job.shift),
+                  integer=True)
+    lower, upper = np.asarray(arr.lower, dtype=float), np.asarray(arr.upper, dtype=float)
+    if arr.shift is not None:
+        lo, hi, drop_lo, drop_hi = relax_far_bounds(lower, upper)
+    else:
+        lo, hi, drop_lo, drop_hi = lower, upper, np.zeros(arr.n_vars, bool), np.zeros(arr.n_vars, bool)
+    while True:
+        terms = l2_terms(arr, lo, hi)
+        model = HighsChordModel(runner.h, arr, terms, lo, hi, job.settings)
+        a, b = first_windows(terms)
+        res = solve_lazily(model, terms, a, b, deadline=job.deadline)
+        if res.status == Status.OPTIMAL and res.y is not None:
+            bad = dropped_violated(res.y, lower, upper, drop_lo, drop_hi)
+            if bad.any():
+                lo, hi = np.where(bad, lower, lo), np.where(bad, upper, hi)
+                drop_lo, drop_hi = drop_lo & ~bad, drop_hi & ~bad
+                continue
+        break
+    runner.lazy_stats.append({"rounds": res.rounds, "chords": res.chords})
+    if res.status == Status.OPTIMAL and res.y is not None:
+        return _RunResult(Status.OPTIMAL, x=arr.unshift(res.y), d=res.y, bound=res.bound), arr.nodes
+    out = _RunResult(res.status, bound=res.bound, message=res.message)
+    if res.y is not None:
+        out.incumbent = arr.unshift(res.y)
+        out.message = (f"best feasible objective of the batch {res.objective:.6g}, proven lower bound "
+                       f"{res.bound if res.bound is not None else float('nan'):.6g} after {res.rounds} chord rounds")
+    return out, arr.nodes
 
 
 def _batch_certified(problem: Problem, full: np.ndarray, subset: np.ndarray | None) -> bool:
@@ -497,6 +546,7 @@ class _DirectRunner:
 
         self.threads = threads
         self.hs = highspy
+        self.lazy_stats: list[dict[str, int]] = []
         self.h = highspy.Highs()
         self.h.setOptionValue("output_flag", False)
         if threads:
@@ -504,23 +554,45 @@ class _DirectRunner:
 
     def run(self, problem: Problem, arr: ModelArrays, settings: dict[str, Any], deadline: float | None
             ) -> _RunResult:
-        """Solve one batch; values are returned in the original space (shift added back)."""
+        """Solve one batch; values are returned in the original space (shift added back).
+
+        Recentred models drop their far bounds (:mod:`hierdp.solvers._magnitude`) and restore the
+        ones the answer breaks; a QP answer must pass :func:`qp_kkt` (else it is solved again with
+        HiGHS's QP regularization, then reported as numerical trouble)."""
+        if arr.shift is not None and not arr.integer:
+            arr = replace(arr, cons_rhs=snap_rounding(arr.cons_rhs, problem.magnitude()))
+        lp, hessian = matrices(arr)
+        nv = arr.n_vars
+        lower, upper = np.asarray(arr.lower, dtype=float), np.asarray(arr.upper, dtype=float)
+        if arr.shift is not None:
+            lo, hi, drop_lo, drop_hi = relax_far_bounds(lower, upper)
+        else:
+            lo, hi, drop_lo, drop_hi = lower, upper, np.zeros(nv, bool), np.zeros(nv, bool)
+        col_lower = np.asarray(lp.col_lower_, dtype=float)
+        col_upper = np.asarray(lp.col_upper_, dtype=float)
+        while True:
+            lp.col_lower_ = np.r_[lo, col_lower[nv:]]
+            lp.col_upper_ = np.r_[hi, col_upper[nv:]]
+            out = self._run_once(problem, arr, lp, hessian, settings, deadline)
+            if out.status != Status.OPTIMAL or out.d is None:
+                return out
+            bad = dropped_violated(out.d, lower, upper, drop_lo, drop_hi)
+            if not bad.any():
+                return out
+            # the relaxation's answer breaks a dropped bound: restore it and solve again
+            lo, hi = np.where(bad, lower, lo), np.where(bad, upper, hi)
+            drop_lo, drop_hi = drop_lo & ~bad, drop_hi & ~bad
+
+    def _run_once(self, problem: Problem, arr: ModelArrays, lp: Any, hessian: Any, settings: dict[str, Any],
+                  deadline: float | None) -> _RunResult:
         hs = self.hs
         h = self.h
-        lp, hessian = matrices(arr)
         h.clearModel()
         h.setOptionValue("mip_rel_gap", float(settings["mip_rel_gap"]))
         h.setOptionValue("qp_regularization_value", float(settings["qp_regularization_value"]))
         h.setOptionValue("presolve", settings["presolve"] if arr.integer else "choose")
-        if deadline is not None:
-            left = deadline - time.perf_counter()
-            if left <= 0:
-                return _RunResult(Status.TIME_LIMIT, message="no time left for this batch")
-            # HiGHS compares time_limit with the run time this object accumulated over every
-            # earlier solve: the limit of this solve is "time so far + time left"
-            h.setOptionValue("time_limit", float(h.getRunTime() + left))
-        else:
-            h.setOptionValue("time_limit", math.inf)
+        if not self._set_time_limit(deadline):
+            return _RunResult(Status.TIME_LIMIT, message="no time left for this batch")
         if hessian is not None:
             model = hs.HighsModel()
             model.lp_ = lp
@@ -532,23 +604,49 @@ class _DirectRunner:
         status = _status_of(h.getModelStatus())
         info = h.getInfo()
         if status == Status.OPTIMAL:
-            x = np.asarray(h.getSolution().col_value, dtype=float)[: arr.n_vars]
+            sol = h.getSolution()
+            x = np.asarray(sol.col_value, dtype=float)
             bound = float(info.mip_dual_bound) if arr.integer else float(info.objective_function_value)
-            return _RunResult(Status.OPTIMAL, x=arr.unshift(x), bound=bound if math.isfinite(bound) else None)
+            if hessian is not None:
+                ok, kkt_bound, why = qp_kkt(lp, hessian, sol)
+                if not ok:
+                    if float(settings["qp_regularization_value"]) == 0.0:
+                        # HiGHS 1.14's active-set QP returns wrong "optimal" points on singular
+                        # Hessians (free-sign query terms) without regularization
+                        retry = {**settings, "qp_regularization_value": QP_RETRY_REGULARIZATION}
+                        return self._run_once(problem, arr, lp, hessian, retry, deadline)
+                    return _RunResult(Status.NUMERICAL, message=f"HiGHS's QP answer fails its KKT check: {why}")
+                bound = kkt_bound
+            d = x[: arr.n_vars]
+            return _RunResult(Status.OPTIMAL, x=arr.unshift(d), d=d, bound=bound if math.isfinite(bound) else None)
         out = _RunResult(status)
         if status == Status.TIME_LIMIT and int(info.primal_solution_status) == 2:  # kSolutionStatusFeasible
             x = np.asarray(h.getSolution().col_value, dtype=float)[: arr.n_vars]
             out.incumbent = arr.unshift(np.rint(x) if arr.integer else x)
             out.message = f"best feasible objective of the batch {info.objective_function_value:.6g}"
+            if math.isfinite(float(info.mip_dual_bound)):
+                out.bound = float(info.mip_dual_bound)
         if status == Status.INFEASIBLE:
             out.message = self._explain(problem, arr)
         return out
+
+    def _set_time_limit(self, deadline: float | None) -> bool:
+        """HiGHS compares ``time_limit`` with the run time this object accumulated over every
+        earlier solve: the limit of this solve is "time so far + time left". False: no time left."""
+        if deadline is None:
+            self.h.setOptionValue("time_limit", math.inf)
+            return True
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return False
+        self.h.setOptionValue("time_limit", float(self.h.getRunTime() + left))
+        return True
 
     def _explain(self, problem: Problem, arr: ModelArrays) -> str:
         """The constraints and bounds of HiGHS's IIS, named (empty when HiGHS finds none)."""
         try:
             self.h.setOptionValue("iis_strategy", 2)
-            status, iis = self.h.getIis()
+            _, iis = self.h.getIis()
             self.h.setOptionValue("iis_strategy", 0)
             if not iis.valid_:
                 return ""
@@ -567,6 +665,59 @@ class _DirectRunner:
         if cols:
             names.append("bounds of " + ", ".join(problem._label(int(arr.nodes[c])) for c in cols[:6]))
         return ("irreducible infeasible set: " + "; ".join(names)) if names else ""
+
+
+def qp_kkt(lp: Any, hessian: Any, sol: Any, tol: float = 1e-6) -> tuple[bool, float, str]:
+    """Check HiGHS's QP answer against the KKT conditions of ``min 1/2 y'Hy + c'y`` over its rows
+    and bounds, with HiGHS's multipliers (``Hy + c = A' row_dual + col_dual``).
+
+    Returns ``(ok, bound, why)``: ``bound`` is the Wolfe dual objective at those multipliers (a
+    lower bound of the optimum up to the stationarity residual checked here), ``why`` what failed.
+    Tolerances: stationarity ``tol * max(1, |Hy|, |c|)`` per column, complementarity within HiGHS's
+    feasibility tolerance ``1e-7`` (scaled by the bound's size)."""
+    from scipy.sparse import csc_matrix
+
+    n, m = int(lp.num_col_), int(lp.num_row_)
+    y = np.asarray(sol.col_value, dtype=float)
+    lam = np.asarray(sol.row_dual, dtype=float)
+    mu = np.asarray(sol.col_dual, dtype=float)
+    if not sol.dual_valid or y.size != n or lam.size != m or mu.size != n:
+        return False, -math.inf, "no valid dual values"
+    a = csc_matrix((np.asarray(lp.a_matrix_.value_, dtype=float), np.asarray(lp.a_matrix_.index_),
+                    np.asarray(lp.a_matrix_.start_)), shape=(m, n))
+    low = csc_matrix((np.asarray(hessian.value_, dtype=float), np.asarray(hessian.index_),
+                      np.asarray(hessian.start_)), shape=(n, n))
+    hmat = low + low.T - csc_matrix((low.diagonal(), (np.arange(n), np.arange(n))), shape=(n, n))
+    hy = hmat @ y
+    c = np.asarray(lp.col_cost_, dtype=float)
+    resid = hy + c - a.T @ lam - mu
+    scale = tol * np.maximum(1.0, np.maximum(np.abs(hy), np.abs(c)))
+    if np.any(np.abs(resid) > scale):
+        j = int(np.argmax(np.abs(resid) / scale))
+        return False, -math.inf, f"stationarity residual {resid[j]:.3g} at column {j}"
+    col_lo, col_hi = np.asarray(lp.col_lower_, dtype=float), np.asarray(lp.col_upper_, dtype=float)
+    row_lo, row_hi = np.asarray(lp.row_lower_, dtype=float), np.asarray(lp.row_upper_, dtype=float)
+    act = a @ y
+    feas = 1e-7
+    dual_tol = tol * max(1.0, float(np.abs(c).max(initial=0.0)), float(np.abs(hy).max(initial=0.0)))
+
+    def away(v: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """A multiplier pushes against a bound only when the value sits at that bound."""
+        fb = np.nan_to_num(b)
+        return ~np.isfinite(b) | (np.abs(v - fb) > feas * np.maximum(1.0, np.abs(fb)))
+
+    bad_col = ((mu > dual_tol) & away(y, col_lo)) | ((mu < -dual_tol) & away(y, col_hi))
+    bad_row = ((lam > dual_tol) & away(act, row_lo)) | ((lam < -dual_tol) & away(act, row_hi))
+    if bad_col.any() or bad_row.any():
+        return False, -math.inf, "complementarity fails (a multiplier on a bound the answer does not reach)"
+    # multipliers below the tolerance are zero (their bound may be infinite)
+    mu_c = np.where(np.abs(mu) > dual_tol, mu, 0.0)
+    lam_c = np.where(np.abs(lam) > dual_tol, lam, 0.0)
+    side_col = np.where(mu_c > 0, col_lo, np.where(mu_c < 0, col_hi, 0.0))
+    side_row = np.where(lam_c > 0, row_lo, np.where(lam_c < 0, row_hi, 0.0))
+    dual = -0.5 * float(y @ hy) + float(lam_c @ side_row) + float(mu_c @ side_col) + float(lp.offset_)
+    primal = 0.5 * float(y @ hy) + float(c @ y) + float(lp.offset_)
+    return True, min(dual, primal), ""
 
 
 def matrices(arr: ModelArrays) -> tuple[Any, Any]:
