@@ -56,7 +56,7 @@ import numpy as np
 
 from hierdp.solvers.base import Status
 
-__all__ = ["ChordModel", "ChordRound", "ConvexTerms", "LazyResult", "chord_coefficients", "first_windows",
+__all__ = ["ChordModel", "ChordRound", "ChordWindows", "ConvexTerms", "LazyResult", "chord_coefficients", "first_windows",
            "ladder", "solve_lazily"]
 
 #: a safety net: windows at least double their distance to an outside value every round, so a
@@ -255,6 +255,56 @@ class LazyResult:
     history: list[tuple[float, float | None, int]] = field(default_factory=list)
 
 
+class ChordWindows:
+    """The chord windows of every term and their growth (steps 1, 3 and the ladder of the module
+    docstring): ``a, b`` the current windows, ``a0, b0`` the first ones, ``reach`` the ladder's."""
+
+    def __init__(self, terms: ConvexTerms, a: np.ndarray, b: np.ndarray) -> None:
+        self.terms = terms
+        self.a, self.b = np.asarray(a, dtype=float).copy(), np.asarray(b, dtype=float).copy()
+        self.a0, self.b0 = self.a.copy(), self.b.copy()
+        self.reach = 0.0
+
+    def initial(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(term, k)`` of the first windows' segments."""
+        return segments(self.a, self.b)
+
+    def outside(self, v: np.ndarray, tol: float = 0.0) -> np.ndarray:
+        """Terms whose value lies outside its window (``tol``: slack for a continuous ``v``)."""
+        return (v < self.a - tol) | (v > self.b + tol)
+
+    def grow(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Extend the windows to the values ``v`` outside them (a continuous ``v`` counts by its
+        floor below and its ceiling above), add the ladder if a value landed beyond its reach, widen
+        every window by one unit when only small steps were left, keep the breakpoints integral.
+        Returns ``(term, k)`` of the new segments."""
+        terms, a, b = self.terms, self.a, self.b
+        v = np.where(v < a, np.floor(v), np.where(v > b, np.ceil(v), v))
+        far = float(np.max(np.maximum(a - v, v - b), initial=0.0))
+        a, b, term, k = extend(terms, a, b, v)
+        if far > self.reach:
+            # a deviation this large went to a term whose chords did not see it: give every term
+            # a ladder that far, so the next round cannot move it onto another narrow window
+            t_far, k_far = ladder(terms, a, b, self.a0, self.b0, self.reach, far)
+            term, k = np.r_[term, t_far], np.r_[k, k_far]
+            self.reach = far
+        if far <= WIDEN_BELOW:
+            # only small steps out of windows are left: the relaxation picks among many near-ties
+            # (a unit outside a window is under-estimated by 2w), a few terms per round; widen
+            # every window by one unit on each side so the ties end together
+            a_w = np.maximum(terms.lower, a - 1)
+            b_w = np.minimum(terms.upper, b + 1)
+            t_l, k_l = segments(a_w, a)
+            t_l, k_l = t_l[a_w[t_l] < a[t_l]], k_l[a_w[t_l] < a[t_l]]
+            t_r, k_r = segments(b, b_w)
+            t_r, k_r = t_r[b_w[t_r] > b[t_r]], k_r[b_w[t_r] > b[t_r]]
+            term, k = np.r_[term, t_l, t_r], np.r_[k, k_l, k_r]
+            a, b = a_w, b_w
+        a, b, t_fix, k_fix = fix_parity(terms, a, b, self.a0, self.b0, self.reach)
+        self.a, self.b = a, b
+        return np.r_[term, t_fix].astype(np.int64), np.r_[k, k_fix]
+
+
 def solve_lazily(model: ChordModel, terms: ConvexTerms, a: np.ndarray, b: np.ndarray, *,
                  deadline: float | None = None, start: np.ndarray | None = None) -> LazyResult:
     """Run the lazy-chord loop (module docstring) on ``model`` from the windows ``[a, b]``.
@@ -266,11 +316,10 @@ def solve_lazily(model: ChordModel, terms: ConvexTerms, a: np.ndarray, b: np.nda
         deadline: a ``time.perf_counter()`` time bounding every round together.
         start: a feasible point of the variables, if the caller has one (the first warm start).
     """
-    term, k = segments(a, b)
+    win = ChordWindows(terms, a, b)
+    term, k = win.initial()
     model.add_chords(term, k)
     n_chords = term.size
-    a0, b0 = a.copy(), b.copy()
-    reach = 0.0
     best_y: np.ndarray | None = None if start is None else np.asarray(start, dtype=float)
     best_obj = float(terms.values(model.term_values(best_y)).sum()) if best_y is not None else np.inf
     best_bound: float | None = None
@@ -293,7 +342,7 @@ def solve_lazily(model: ChordModel, terms: ConvexTerms, a: np.ndarray, b: np.nda
             best_y, best_obj = y, obj
         if out.status != Status.OPTIMAL:
             return _stop(out.status, best_y, best_obj, best_bound, rounds, n_chords, history, out.message)
-        outside = (v < a) | (v > b)
+        outside = win.outside(v)
         if not outside.any() or (best_bound is not None and best_obj - best_bound <= tolerance(best_obj)):
             # converged: the MIP optimum is F(y), a lower bound of the optimum and its value (or an
             # earlier point already meets the best bound)
@@ -301,34 +350,13 @@ def solve_lazily(model: ChordModel, terms: ConvexTerms, a: np.ndarray, b: np.nda
                 best_y, best_obj = y, obj
             bound = best_obj if best_bound is None else min(best_bound, best_obj)
             return LazyResult(Status.OPTIMAL, best_y, best_obj, bound, rounds, n_chords, "", history)
-        far = float(np.max(np.maximum(a - v, v - b)))
-        a, b, term, k = extend(terms, a, b, v)
-        if far > reach:
-            # a deviation this large went to a term whose chords did not see it: give every term
-            # a ladder that far, so the next round cannot move it onto another narrow window
-            t_far, k_far = ladder(terms, a, b, a0, b0, reach, far)
-            term, k = np.r_[term, t_far], np.r_[k, k_far]
-            reach = max(far, reach)
-        if far <= WIDEN_BELOW:
-            # only small steps out of windows are left: the relaxation picks among many near-ties
-            # (a unit outside a window is under-estimated by 2w), a few terms per round; widen
-            # every window by one unit on each side so the ties end together
-            a_w = np.maximum(terms.lower, a - 1)
-            b_w = np.minimum(terms.upper, b + 1)
-            t_l, k_l = segments(a_w, a)
-            t_l, k_l = t_l[a_w[t_l] < a[t_l]], k_l[a_w[t_l] < a[t_l]]
-            t_r, k_r = segments(b, b_w)
-            t_r, k_r = t_r[b_w[t_r] > b[t_r]], k_r[b_w[t_r] > b[t_r]]
-            term, k = np.r_[term, t_l, t_r], np.r_[k, k_l, k_r]
-            a, b = a_w, b_w
-        a, b, t_fix, k_fix = fix_parity(terms, a, b, a0, b0, reach)
-        term, k = np.r_[term, t_fix], np.r_[k, k_fix]
+        term, k = win.grow(v)
         model.add_chords(term, k)
         n_chords += term.size
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
             continue  # reported as a time limit at the top of the loop
-        inner = model.solve_restricted(a, b, left, best_y)
+        inner = model.solve_restricted(win.a, win.b, left, best_y)
         if inner.y is not None:
             y_in = np.rint(inner.y)
             obj_in = float(terms.values(model.term_values(y_in)).sum())
