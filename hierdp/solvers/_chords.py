@@ -54,10 +54,11 @@ from typing import Protocol
 
 import numpy as np
 
+from hierdp.models.problem import Problem
 from hierdp.solvers.base import Status
 
 __all__ = ["ChordModel", "ChordRound", "ChordWindows", "ConvexTerms", "LazyResult", "chord_coefficients", "first_windows",
-           "ladder", "solve_lazily"]
+           "l2_centre", "ladder", "solve_lazily"]
 
 #: a safety net: windows at least double their distance to an outside value every round, so a
 #: domain of 2^52 needs at most ~53 extensions per term; more rounds than this means a defect
@@ -96,12 +97,32 @@ FIRST_RADIUS = 1
 
 
 def first_windows(terms: ConvexTerms, center: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``[floor(c) - 1, ceil(c) + 1]`` per term (``c``: ``center``, default the targets), inside the
-    domain. The outer segments have slopes of both signs, so ``sum t_j`` is bounded below."""
-    c = terms.target if center is None else np.asarray(center, dtype=float)
-    a = np.clip(np.floor(c) - FIRST_RADIUS, terms.lower, terms.upper)
-    b = np.clip(np.ceil(c) + FIRST_RADIUS, terms.lower, terms.upper)
+    """``[floor(min(x, c)) - 1, ceil(max(x, c)) + 1]`` per term (``x`` the target, ``c`` the
+    ``center`` where finite), inside the domain. The outer segments have slopes of both signs, so
+    ``sum t_j`` is bounded below."""
+    x = terms.target
+    c = x if center is None else np.where(np.isfinite(center), np.asarray(center, dtype=float), x)
+    a = np.clip(np.floor(np.minimum(x, c)) - FIRST_RADIUS, terms.lower, terms.upper)
+    b = np.clip(np.ceil(np.maximum(x, c)) + FIRST_RADIUS, terms.lower, terms.upper)
     return a, np.maximum(a, b)
+
+
+def l2_centre(problem: Problem) -> np.ndarray:
+    """The tree's unconstrained continuous L2 optimum (:func:`~hierdp.solvers.twopass.two_pass_wls`:
+    no sign, bounds, rows or query terms), clipped to the bounds; NaN where it does not apply.
+
+    With it the first windows reach from each target to where the constraints of the tree move
+    it (measured: a fixed root of 45,000 over targets summing to ~46,500 moves a level-one node
+    from 50 to ~45,000; windows around the targets alone took rounds past a 120 s limit)."""
+    from hierdp.solvers.twopass import two_pass_wls
+
+    try:
+        c = two_pass_wls(problem)
+    except (ValueError, ZeroDivisionError, FloatingPointError):
+        return np.full(problem.n, np.nan)
+    if c.shape != (problem.n,):
+        return np.full(problem.n, np.nan)
+    return np.clip(c, problem.effective_lower, problem.upper)
 
 
 #: when no value lies further than this outside its window, every window is widened by one unit

@@ -72,7 +72,7 @@ from hierdp.models.problem import Problem
 from hierdp.solvers import _verify
 from hierdp.solvers._batching import ChunkResult, plan_batches, run_batches
 from hierdp.solvers._grid import grid_scale
-from hierdp.solvers._chords import first_windows, solve_lazily
+from hierdp.solvers._chords import first_windows, l2_centre, solve_lazily
 from hierdp.solvers._highs_chords import HighsChordModel, l2_terms
 from hierdp.solvers._magnitude import dropped_violated, relax_far_bounds, snap_rounding
 from hierdp.solvers.base import Capabilities, Solution, Solver, Status, UnsupportedProblem, finish
@@ -243,6 +243,7 @@ class HighsSolver(Solver):
             anchors=anchor_values(problem) if problem.objective == "l2" and problem.integer else None,
             shift=consistent_point(problem) if recentre else None,
             certify=certified and presolve != "off",
+            l2_centre=l2_centre(problem) if problem.objective == "l2" and problem.integer and path == "direct" else None,
         )
         stats["recentred"] = recentre
         stats["presolve"] = presolve
@@ -317,6 +318,7 @@ class _Job:
     anchors: np.ndarray | None
     shift: np.ndarray | None
     certify: bool
+    l2_centre: np.ndarray | None = None
 
 
 @dataclass
@@ -399,7 +401,11 @@ def _solve_l2_lazy(problem: Problem, subset: np.ndarray | None, job: _Job, runne
     while True:
         terms = l2_terms(arr, lo, hi)
         model = HighsChordModel(runner.h, arr, terms, lo, hi, job.settings)
-        a, b = first_windows(terms)
+        centre = None
+        if job.l2_centre is not None:
+            z = np.zeros(arr.n_vars) if arr.shift is None else arr.shift
+            centre = np.r_[job.l2_centre[arr.nodes[arr.obj_var]] - z[arr.obj_var], np.full(arr.n_queries, np.nan)]
+        a, b = first_windows(terms, centre)
         res = solve_lazily(model, terms, a, b, deadline=job.deadline)
         if res.status == Status.OPTIMAL and res.y is not None:
             bad = dropped_violated(res.y, lower, upper, drop_lo, drop_hi)

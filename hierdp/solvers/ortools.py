@@ -65,7 +65,7 @@ from hierdp.models.arrays import (
 from hierdp.models.problem import Problem
 from hierdp.solvers._batching import ChunkResult, plan_batches, run_batches
 from hierdp.solvers._grid import grid_scale
-from hierdp.solvers._chords import ChordWindows, ConvexTerms, first_windows, solve_lazily
+from hierdp.solvers._chords import ChordWindows, ConvexTerms, first_windows, l2_centre, solve_lazily
 from hierdp.solvers._ortools_chords import CpSatChordModel, GlopChordLP, base_model, status_of
 from hierdp.solvers.base import Capabilities, Solution, Solver, Status, finish
 
@@ -197,8 +197,9 @@ class OrToolsSolver(Solver):
         coupled = np.bincount(comp)[comp] > 1 if comp.size else np.zeros(0, bool)
         if problem.objective == "linf":
             coupled = _scaled_groups(problem, coupled)
+        centre = l2_centre(problem) if problem.integer and problem.objective == "l2" else None
         chunk = partial(_solve_chunk, deadline=deadline, workers=workers, anchors=anchors, shift=shift,
-                        coupled=coupled)
+                        coupled=coupled, centre=centre)
         out = run_batches(chunk, problem, batches, executor=opts.executor, progress=bool(opts.progress),
                           desc=f"ortools ({stats['backend']})")
         stats["batches"] = len(batches)
@@ -268,7 +269,8 @@ def _overflow_refusals(problem: Problem, term: np.ndarray, lo: np.ndarray, hi: n
 
 
 def _solve_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, deadline: float | None,
-                 workers: int, anchors: np.ndarray, shift: np.ndarray | None, coupled: np.ndarray) -> ChunkResult:
+                 workers: int, anchors: np.ndarray, shift: np.ndarray | None, coupled: np.ndarray,
+                 centre: np.ndarray | None = None) -> ChunkResult:
     """Solve batches in order (CP-SAT for integer problems, GLOP for LPs)."""
     res = ChunkResult()
     for subset in subsets:
@@ -288,7 +290,7 @@ def _solve_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, dead
             res.status, res.message, res.failed = Status.TIME_LIMIT, "no time left for this batch", failed
             return res
         if problem.integer:
-            status, x, incumbent, bound, message = _cpsat(problem, arr, deadline, workers, anchors, coupled)
+            status, x, incumbent, bound, message = _cpsat(problem, arr, deadline, workers, anchors, coupled, centre)
         else:
             status, x, incumbent, bound = _glop(arr, left)
             message = ""
@@ -314,7 +316,7 @@ def _domains(problem: Problem, arr: ModelArrays, anchors: np.ndarray) -> tuple[n
 
 
 def _cpsat(problem: Problem, arr: ModelArrays, deadline: float | None, workers: int, anchors: np.ndarray,
-           coupled: np.ndarray) -> tuple[Status, np.ndarray | None, np.ndarray | None, float | None, str]:
+           coupled: np.ndarray, centre: np.ndarray | None = None) -> tuple[Status, np.ndarray | None, np.ndarray | None, float | None, str]:
     """One batch with CP-SAT (integer linf: rank encoding per uncoupled group, scaled deviations
     over groups coupled by rows; integer l1: grid scaling; integer l2: lazy chord cuts).
 
@@ -326,7 +328,7 @@ def _cpsat(problem: Problem, arr: ModelArrays, deadline: float | None, workers: 
     if np.any(lo > hi):
         return Status.INFEASIBLE, None, None, None, "a variable has an empty integer domain"
     if arr.objective == "l2":
-        return _cpsat_l2(problem, arr, lo, hi, deadline, workers)
+        return _cpsat_l2(problem, arr, lo, hi, deadline, workers, centre)
     m, y = base_model(arr, lo, hi)
     v = arr.obj_var
     if arr.objective == "linf":
@@ -368,7 +370,7 @@ def _cpsat(problem: Problem, arr: ModelArrays, deadline: float | None, workers: 
 
 
 def _cpsat_l2(problem: Problem, arr: ModelArrays, lo: np.ndarray, hi: np.ndarray, deadline: float | None,
-              workers: int) -> tuple[Status, np.ndarray | None, np.ndarray | None, float | None, str]:
+              workers: int, l2_centre_all: np.ndarray | None = None) -> tuple[Status, np.ndarray | None, np.ndarray | None, float | None, str]:
     """Integer L2 of one batch by lazy chord cuts (grid targets and weights), in three steps:
 
     1. GLOP solves the continuous relaxation of the chord model, the windows growing until its
@@ -395,7 +397,9 @@ def _cpsat_l2(problem: Problem, arr: ModelArrays, lo: np.ndarray, hi: np.ndarray
     unit = s * s * sw
     terms = ConvexTerms(target=arr.obj_target.astype(float), weight=arr.obj_weight.astype(float),
                         lower=lo[v].astype(float), upper=hi[v].astype(float))
-    win = ChordWindows(terms, *first_windows(terms))
+    z = np.zeros(arr.n_vars) if arr.shift is None else arr.shift
+    centre = None if l2_centre_all is None else l2_centre_all[arr.nodes[v]] - z[v]
+    win = ChordWindows(terms, *first_windows(terms, centre))
     lp = GlopChordLP(arr, lo, hi, terms)
     lp.add_chords(*win.initial())
     lower_bound = None
