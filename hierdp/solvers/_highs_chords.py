@@ -10,6 +10,7 @@ point so far (``t_j = f_j(v_j)`` makes it feasible for the new rows) and runs wi
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -36,11 +37,13 @@ def l2_terms(arr: ModelArrays, lower: np.ndarray, upper: np.ndarray) -> ConvexTe
 class HighsChordModel:
     """The MIP ``min sum t`` of one batch in a ``highspy.Highs`` object (see module docstring)."""
 
-    def __init__(self, h: Any, arr: ModelArrays, terms: ConvexTerms, lower: np.ndarray, upper: np.ndarray,
+    def __init__(self, runner: Any, arr: ModelArrays, terms: ConvexTerms, lower: np.ndarray, upper: np.ndarray,
                  settings: dict[str, Any]) -> None:
         import highspy as hs
         from scipy.sparse import coo_matrix
 
+        self.runner = runner  # the plug-in's reused Highs object, its clock and its interrupt
+        h = runner.h
         self.h = h
         self.hs = hs
         self.lower = np.asarray(lower, dtype=float)
@@ -142,20 +145,16 @@ class HighsChordModel:
 
     def solve(self, time_left: float | None, start: np.ndarray | None) -> ChordRound:
         """One round: the MIP with the chords so far, warm-started from ``start``."""
-        from hierdp.solvers.highs import _status_of
-
         h = self.h
-        if time_left is not None:
-            h.setOptionValue("time_limit", float(h.getRunTime() + max(time_left, 0.0)))
-        else:
-            h.setOptionValue("time_limit", math.inf)
+        if not self.runner._set_time_limit(None if time_left is None else time.perf_counter() + time_left):
+            return ChordRound(Status.TIME_LIMIT, None, None, "no time left for this round")
         if start is not None:
             sol = self.hs.HighsSolution()
             sol.col_value = np.r_[start, self.terms.values(self.term_values(start))].tolist()
             sol.value_valid = True
             h.setSolution(sol)
         h.run()
-        status = _status_of(h.getModelStatus())
+        status = self.runner.status()
         info = h.getInfo()
         bound = float(info.mip_dual_bound)
         bound_or_none = bound if math.isfinite(bound) else None

@@ -92,6 +92,9 @@ MAX_MAGNITUDE = 2.0 ** 52
 MAX_MAGNITUDE_UNSHIFTED = 1e7
 #: HiGHS's QP regularization for a second try when an unregularized answer fails the KKT check
 QP_RETRY_REGULARIZATION = 1e-7
+#: seconds past the deadline before HiGHS's interrupt callbacks stop a solve (HiGHS's own limit
+#: normally stops it first)
+INTERRUPT_GRACE = 0.2
 #: seconds past ``time_limit`` before a hard-limited worker is killed (HiGHS normally stops by
 #: itself; this only bounds the phases where it does not look at the clock)
 HARD_LIMIT_GRACE = 0.5
@@ -248,7 +251,7 @@ class HighsSolver(Solver):
         stats["recentred"] = recentre
         stats["presolve"] = presolve
         out = run_batches(partial(_chunk, job=job), problem, batches, executor=opts.executor,
-                          progress=bool(opts.progress), desc=f"highs ({path})")
+                          progress=bool(opts.progress), desc=f"highs ({path})", deadline=deadline)
         stats["batches"] = len(batches)
         for nodes, x in out.parts:
             values[nodes] = x
@@ -261,7 +264,8 @@ class HighsSolver(Solver):
             return finish(problem, values, out.status, self.name, t0, stats)
         if problem.integer:
             values = np.rint(values)
-        bound = float(np.sum(out.bounds)) if out.bounds and all(b is not None for b in out.bounds) else None
+        known = [b for b in out.bounds if b is not None]
+        bound = float(np.sum(known)) if known and len(known) == len(out.bounds) else None
         return finish(problem, values, Status.OPTIMAL, self.name, t0, stats, bound=bound)
 
 
@@ -346,8 +350,8 @@ def _chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, job: _Job)
         except ModelTooLarge as exc:  # unsupported() predicts these; keep the true reason if not
             res.status, res.message, res.failed = Status.ERROR, f"model too large: {exc}", failed
             return res
-        if out.status != Status.OPTIMAL:
-            res.status, res.message, res.failed = out.status, out.message, failed
+        if out.status != Status.OPTIMAL or out.x is None:
+            res.status, res.message, res.failed = Status.coerce(out.status), out.message, failed
             if out.incumbent is not None:
                 res.incumbent = (nodes, out.incumbent)
             return res
@@ -373,7 +377,7 @@ def _solve_batch(problem: Problem, subset: np.ndarray | None, job: _Job, runner:
     solve = _direct_solver(problem, subset, center, job, runner) if job.path == "direct" else \
         _pyomo_solver(problem, subset, center, job)
     out, nodes = solve(job.settings)
-    if out.status == Status.OPTIMAL and job.certify:
+    if out.status == Status.OPTIMAL and job.certify and out.x is not None:
         full = np.where(problem.is_fixed, problem.fixed, np.nan)
         full[nodes] = np.rint(out.x)
         if not _batch_certified(problem, full, subset):
@@ -400,7 +404,7 @@ def _solve_l2_lazy(problem: Problem, subset: np.ndarray | None, job: _Job, runne
         lo, hi, drop_lo, drop_hi = lower, upper, np.zeros(arr.n_vars, bool), np.zeros(arr.n_vars, bool)
     while True:
         terms = l2_terms(arr, lo, hi)
-        model = HighsChordModel(runner.h, arr, terms, lo, hi, job.settings)
+        model = HighsChordModel(runner, arr, terms, lo, hi, job.settings)
         centre = None
         if job.l2_centre is not None:
             z = np.zeros(arr.n_vars) if arr.shift is None else arr.shift
@@ -432,7 +436,8 @@ def _batch_certified(problem: Problem, full: np.ndarray, subset: np.ndarray | No
         keep = np.isin(labels, subset)
         labels[~keep] = -1
     vals = np.where(labels >= 0, full, np.nan_to_num(problem.fixed))
-    return _verify.integer_linf_uncertified(problem, vals, labels).size == 0
+    failing = _verify.integer_linf_uncertified(problem, vals, labels)
+    return failing is not None and failing.size == 0
 
 
 def _direct_solver(problem: Problem, subset: np.ndarray | None, center: np.ndarray | None, job: _Job,
@@ -453,11 +458,11 @@ def _pyomo_solver(problem: Problem, subset: np.ndarray | None, center: np.ndarra
     nodes = np.asarray([int(i) for i in model.free], dtype=np.int64)
 
     def solve(settings: dict[str, Any]) -> tuple[_RunResult, np.ndarray]:
-        status, ok = _solve_pyomo(model, problem, settings, job.threads, job.deadline)
+        status, ok, bound = _solve_pyomo(model, problem, settings, job.threads, job.deadline)
         if not ok:
             return _RunResult(status), nodes
         v = values_from_model(model, problem)
-        return _RunResult(Status.OPTIMAL, x=v[nodes]), nodes
+        return _RunResult(Status.OPTIMAL, x=v[nodes], bound=bound), nodes
 
     return solve
 
@@ -547,18 +552,40 @@ def _runner(threads: int | None) -> _DirectRunner:
 
 
 class _DirectRunner:
-    """One reused ``highspy.Highs`` object fed with sparse matrices, batch after batch."""
+    """One reused ``highspy.Highs`` object fed with sparse matrices, batch after batch.
+
+    Besides HiGHS's own ``time_limit``, its interrupt callbacks (simplex, IPM, MIP) check the
+    clock: a solve in this process (``hard_time_limit=False``, ``executor=``) stops at its
+    deadline even in a phase that overruns HiGHS's limit (the interrupted solve is reported as a
+    time limit, with HiGHS's feasible point when it has one)."""
 
     def __init__(self, threads: int | None) -> None:
         import highspy
+        from highspy import cb
 
         self.threads = threads
         self.hs = highspy
         self.lazy_stats: list[dict[str, int]] = []
+        self.deadline: float | None = None
         self.h = highspy.Highs()
         self.h.setOptionValue("output_flag", False)
         if threads:
             self.h.setOptionValue("threads", int(threads))
+        self.h.setCallback(self._interrupt, None)
+        for kind in (cb.HighsCallbackType.kCallbackSimplexInterrupt, cb.HighsCallbackType.kCallbackIpmInterrupt,
+                     cb.HighsCallbackType.kCallbackMipInterrupt):
+            self.h.startCallback(kind)
+
+    def _interrupt(self, kind: Any, message: Any, data_out: Any, data_in: Any, user_data: Any) -> None:
+        if self.deadline is not None and time.perf_counter() > self.deadline + INTERRUPT_GRACE:
+            data_in.user_interrupt = True
+
+    def status(self) -> Status:
+        """This object's last model status; an interrupt by the deadline is a time limit."""
+        status = _status_of(self.h.getModelStatus())
+        if status == Status.INTERRUPTED and self.deadline is not None and time.perf_counter() > self.deadline:
+            return Status.TIME_LIMIT
+        return status
 
     def run(self, problem: Problem, arr: ModelArrays, settings: dict[str, Any], deadline: float | None
             ) -> _RunResult:
@@ -609,7 +636,7 @@ class _DirectRunner:
         else:
             h.passModel(lp)
         h.run()
-        status = _status_of(h.getModelStatus())
+        status = self.status()
         info = h.getInfo()
         if status == Status.OPTIMAL:
             sol = h.getSolution()
@@ -641,6 +668,7 @@ class _DirectRunner:
     def _set_time_limit(self, deadline: float | None) -> bool:
         """HiGHS compares ``time_limit`` with the run time this object accumulated over every
         earlier solve: the limit of this solve is "time so far + time left". False: no time left."""
+        self.deadline = deadline
         if deadline is None:
             self.h.setOptionValue("time_limit", math.inf)
             return True
@@ -880,7 +908,7 @@ def matrices(arr: ModelArrays, unit: int | None = None) -> tuple[Any, Any]:
 
 
 def _solve_pyomo(model: Any, problem: Problem, settings: dict[str, Any], threads: int | None,
-                 deadline: float | None) -> tuple[Status, bool]:
+                 deadline: float | None) -> tuple[Status, bool, float | None]:
     """One batch model through Pyomo's ``pyomo.contrib.solver`` HiGHS interface."""
     from pyomo.contrib.solver.common.factory import SolverFactory
     from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
@@ -897,7 +925,7 @@ def _solve_pyomo(model: Any, problem: Problem, settings: dict[str, Any], threads
     if deadline is not None:
         left = deadline - time.perf_counter()
         if left <= 0:
-            return Status.TIME_LIMIT, False
+            return Status.TIME_LIMIT, False, None
         kwargs["time_limit"] = float(left)
     if not (problem.objective == "l2" and not problem.integer):
         solver_options.pop("qp_regularization_value", None)
@@ -907,14 +935,16 @@ def _solve_pyomo(model: Any, problem: Problem, settings: dict[str, Any], threads
     tc = res.termination_condition
     if tc == TerminationCondition.convergenceCriteriaSatisfied and res.solution_status == SolutionStatus.optimal:
         res.solution_loader.load_vars()
-        return Status.OPTIMAL, True
+        bound = getattr(res, "objective_bound", None)
+        bound = float(bound) if bound is not None and math.isfinite(float(bound)) else None
+        return Status.OPTIMAL, True, bound
     return {
         TerminationCondition.maxTimeLimit: Status.TIME_LIMIT,
         TerminationCondition.provenInfeasible: Status.INFEASIBLE,
         TerminationCondition.infeasibleOrUnbounded: Status.INFEASIBLE_OR_UNBOUNDED,
         TerminationCondition.unbounded: Status.UNBOUNDED,
         TerminationCondition.iterationLimit: Status.ITERATION_LIMIT,
-    }.get(tc, Status.ERROR), False
+    }.get(tc, Status.ERROR), False, None
 
 
 # older private name (the ortools plug-in imported it before the planner moved to _batching)

@@ -201,7 +201,7 @@ class OrToolsSolver(Solver):
         chunk = partial(_solve_chunk, deadline=deadline, workers=workers, anchors=anchors, shift=shift,
                         coupled=coupled, centre=centre)
         out = run_batches(chunk, problem, batches, executor=opts.executor, progress=bool(opts.progress),
-                          desc=f"ortools ({stats['backend']})")
+                          desc=f"ortools ({stats['backend']})", deadline=deadline)
         stats["batches"] = len(batches)
         for nodes, x in out.parts:
             values[nodes] = x
@@ -294,8 +294,8 @@ def _solve_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, dead
         else:
             status, x, incumbent, bound = _glop(arr, left)
             message = ""
-        if status != Status.OPTIMAL:
-            res.status, res.failed, res.message = status, failed, message
+        if status != Status.OPTIMAL or x is None:
+            res.status, res.failed, res.message = status if status != Status.OPTIMAL else Status.ERROR, failed, message
             if incumbent is not None:
                 res.incumbent = (arr.nodes, arr.unshift(incumbent))
             return res
