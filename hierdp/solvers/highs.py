@@ -121,6 +121,9 @@ class HighsOptions:
             Dask cluster's ``client.get_executor()``) over which batches are mapped; Pyomo hooks
             must then be picklable (module-level functions).
         progress: show a progress bar over batches.
+        integer_linf_objective: integer L∞ on a grid gets one integer objective variable per group
+            (:func:`alpha_unit`; default True); False keeps the continuous ``alpha`` (the encoding
+            before issue 19, for comparisons: ``experiments/bench/exact_general.py``).
         hard_time_limit: with a ``time_limit``, solve in a worker process that is killed at
             ``time_limit + HARD_LIMIT_GRACE`` if HiGHS has not stopped by then (default True;
             needs a picklable problem, i.e. module-level hook functions, and no executor: else
@@ -138,6 +141,7 @@ class HighsOptions:
     executor: Any = None
     progress: bool = False
     hard_time_limit: bool = True
+    integer_linf_objective: bool = True
 
     def __post_init__(self) -> None:
         if self.path not in (None, "direct", "pyomo"):
@@ -236,7 +240,7 @@ class HighsSolver(Solver):
         presolve = opts.presolve or ("on" if certified else "off")
         settings = {"mip_rel_gap": float(opts.mip_rel_gap),
                     "qp_regularization_value": float(opts.qp_regularization_value),
-                    "presolve": presolve}
+                    "presolve": presolve, "integer_linf_objective": bool(opts.integer_linf_objective)}
         job = _Job(
             path=path, settings=settings, threads=opts.threads, deadline=deadline,
             # the proximity window around the continuous optimum holds without user rows and query
@@ -577,8 +581,8 @@ class _DirectRunner:
             self.h.startCallback(kind)
 
     def _interrupt(self, kind: Any, message: Any, data_out: Any, data_in: Any, user_data: Any) -> None:
-        if self.deadline is not None and time.perf_counter() > self.deadline + INTERRUPT_GRACE:
-            data_in.user_interrupt = True
+        # set both ways: HiGHS keeps the flag of an earlier interrupted run
+        data_in.user_interrupt = self.deadline is not None and time.perf_counter() > self.deadline + INTERRUPT_GRACE
 
     def status(self) -> Status:
         """This object's last model status; an interrupt by the deadline is a time limit."""
@@ -596,7 +600,7 @@ class _DirectRunner:
         HiGHS's QP regularization, then reported as numerical trouble)."""
         if arr.shift is not None and not arr.integer:
             arr = replace(arr, cons_rhs=snap_rounding(arr.cons_rhs, problem.magnitude()))
-        lp, hessian = matrices(arr, alpha_unit(arr))
+        lp, hessian = matrices(arr, alpha_unit(arr) if settings.get("integer_linf_objective", True) else None)
         nv = arr.n_vars
         lower, upper = np.asarray(arr.lower, dtype=float), np.asarray(arr.upper, dtype=float)
         if arr.shift is not None:
@@ -914,7 +918,7 @@ def _solve_pyomo(model: Any, problem: Problem, settings: dict[str, Any], threads
     from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 
     opt = SolverFactory("highs")
-    solver_options = dict(settings)
+    solver_options = {k: v for k, v in settings.items() if k != "integer_linf_objective"}  # ours, not HiGHS's
     kwargs: dict[str, Any] = {
         "load_solutions": False,
         "raise_exception_on_nonoptimal_result": False,

@@ -175,6 +175,9 @@ class OrToolsSolver(Solver):
             why.append(f"CP-SAT needs finite domains: {problem._label(i)} has no finite lower and upper bound "
                        "(add bounds, or non-negativity under a fixed ancestor)")
         elif not why:
+            if problem.objective == "l2":
+                l2_lo, l2_hi = incumbent_window(problem)
+                lo, hi = np.maximum(lo, l2_lo[free]), np.minimum(hi, l2_hi[free])
             why.extend(_overflow_refusals(problem, term[free], lo, hi, grid[free]))
         return why
 
@@ -197,9 +200,11 @@ class OrToolsSolver(Solver):
         coupled = np.bincount(comp)[comp] > 1 if comp.size else np.zeros(0, bool)
         if problem.objective == "linf":
             coupled = _scaled_groups(problem, coupled)
-        centre = l2_centre(problem) if problem.integer and problem.objective == "l2" else None
+        centre = window = None
+        if problem.integer and problem.objective == "l2":
+            centre, window = l2_centre(problem), incumbent_window(problem)
         chunk = partial(_solve_chunk, deadline=deadline, workers=workers, anchors=anchors, shift=shift,
-                        coupled=coupled, centre=centre)
+                        coupled=coupled, centre=centre, window=window)
         out = run_batches(chunk, problem, batches, executor=opts.executor, progress=bool(opts.progress),
                           desc=f"ortools ({stats['backend']})", deadline=deadline)
         stats["batches"] = len(batches)
@@ -220,6 +225,27 @@ class OrToolsSolver(Solver):
             # CP-SAT proves its optimum in exact integer arithmetic: the bound is the optimum
             sol.bound, sol.gap = sol.objective, 0.0
         return sol
+
+
+def incumbent_window(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Per node, an integer range that holds every point at least as good as a known feasible one.
+
+    The recentring point ``z`` (:func:`~hierdp.models.arrays.consistent_point`) is integral and
+    consistent; when it also meets the bounds and rows it is feasible, and every point with an
+    integer-L2 objective ``<= F(z)`` has ``w_i (y_i - x_i)^2 <= F(z)`` for each term. So each
+    term's node lies within ``sqrt(F(z) / w_i)`` of its target: CP-SAT's domains (and its integers)
+    stay small at any magnitude. ``(-inf, inf)`` where nothing is known."""
+    lo = np.full(problem.n, -np.inf)
+    hi = np.full(problem.n, np.inf)
+    z = consistent_point(problem)
+    if not np.all(np.isfinite(z)) or problem.violations(z):
+        return lo, hi
+    u = problem.objective_value(z)
+    term = problem.is_free & ~np.isnan(problem.target) & (problem.weights > 0)
+    r = np.sqrt(u / problem.weights[term]) * (1 + 1e-12) + 1e-9
+    lo[term] = np.ceil(problem.target[term] - r)
+    hi[term] = np.floor(problem.target[term] + r)
+    return lo, hi
 
 
 def _scaled_groups(problem: Problem, coupled_group: np.ndarray) -> np.ndarray:
@@ -270,7 +296,8 @@ def _overflow_refusals(problem: Problem, term: np.ndarray, lo: np.ndarray, hi: n
 
 def _solve_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, deadline: float | None,
                  workers: int, anchors: np.ndarray, shift: np.ndarray | None, coupled: np.ndarray,
-                 centre: np.ndarray | None = None) -> ChunkResult:
+                 centre: np.ndarray | None = None, window: tuple[np.ndarray, np.ndarray] | None = None
+                 ) -> ChunkResult:
     """Solve batches in order (CP-SAT for integer problems, GLOP for LPs)."""
     res = ChunkResult()
     for subset in subsets:
@@ -290,7 +317,7 @@ def _solve_chunk(problem: Problem, subsets: Sequence[np.ndarray | None], *, dead
             res.status, res.message, res.failed = Status.TIME_LIMIT, "no time left for this batch", failed
             return res
         if problem.integer:
-            status, x, incumbent, bound, message = _cpsat(problem, arr, deadline, workers, anchors, coupled, centre)
+            status, x, incumbent, bound, message = _cpsat(problem, arr, deadline, workers, anchors, coupled, centre, window)
         else:
             status, x, incumbent, bound = _glop(arr, left)
             message = ""
@@ -316,7 +343,8 @@ def _domains(problem: Problem, arr: ModelArrays, anchors: np.ndarray) -> tuple[n
 
 
 def _cpsat(problem: Problem, arr: ModelArrays, deadline: float | None, workers: int, anchors: np.ndarray,
-           coupled: np.ndarray, centre: np.ndarray | None = None) -> tuple[Status, np.ndarray | None, np.ndarray | None, float | None, str]:
+           coupled: np.ndarray, centre: np.ndarray | None = None,
+           window: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Status, np.ndarray | None, np.ndarray | None, float | None, str]:
     """One batch with CP-SAT (integer linf: rank encoding per uncoupled group, scaled deviations
     over groups coupled by rows; integer l1: grid scaling; integer l2: lazy chord cuts).
 
@@ -325,6 +353,10 @@ def _cpsat(problem: Problem, arr: ModelArrays, deadline: float | None, workers: 
     from ortools.sat.python import cp_model
 
     lo, hi = _domains(problem, arr, anchors)
+    if window is not None:  # integer L2: no better point lies outside (see incumbent_window)
+        z = np.zeros(arr.n_vars) if arr.shift is None else arr.shift
+        lo = np.maximum(lo, window[0][arr.nodes] - z)
+        hi = np.minimum(hi, window[1][arr.nodes] - z)
     if np.any(lo > hi):
         return Status.INFEASIBLE, None, None, None, "a variable has an empty integer domain"
     if arr.objective == "l2":
