@@ -131,7 +131,7 @@ def run(p: Problem, solver: str, time_limit: float, **options: Any) -> tuple[str
 
 def line(instance: str, encoding: str, status: str, secs: float, obj: float, bound: float | None) -> None:
     b = "-" if bound is None else f"{bound:,.2f}"
-    print(f"{instance:<28} {encoding:<36} {status:<34} {secs:>8.2f} {obj:>16,.2f} {b:>16}", flush=True)
+    print(f"{instance:<28} {encoding:<36} {status:<46} {secs:>8.2f} {obj:>16,.2f} {b:>16}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     tl = args.time_limit
-    print(f"{'instance':<28} {'encoding':<36} {'status':<34} {'seconds':>8} {'objective':>16} {'bound':>16}")
+    print(f"{'instance':<28} {'encoding':<36} {'status':<46} {'seconds':>8} {'objective':>16} {'bound':>16}")
 
     # paper 001's DP hierarchy, integer L2
     p, _ = vietnam_problem(args.seed)

@@ -36,10 +36,27 @@ Exactness:
   certificate (:mod:`hierdp.solvers._verify`: no integer point in the strict box
   below each group's optimum; a closed form on levels, an LP on trees); a batch that fails it is
   solved again with presolve off, and an "infeasible" from presolve is always re-checked without.
-* Integer L2 is a MIP over the exact piecewise-linear epigraph, restricted to the proven window
-  around the continuous optimum (solved first as a QP on the same batch).
+* Integer L2 (direct path) is solved by lazy chord cuts (:mod:`hierdp.solvers._chords`, HiGHS
+  back end :mod:`hierdp.solvers._highs_chords`): a MIP over the chords near the answer only, grown
+  round by round in one ``Highs`` object, warm-started; no domain or proven window is needed, so
+  bounds are optional and user rows and query terms (integer coefficients) are honoured. The
+  certificate is the last round's MIP bound, equal to the objective. Through Pyomo (hooks) the
+  epigraph is enumerated over the proven window around the continuous optimum (QP first).
+* Integer L∞ on a grid (integer targets from integer noise, or binary/decimal fractions) gets an
+  integer objective variable per group (:func:`alpha_unit`; measured on a county level with rows:
+  0.4 s instead of a time-out at 30-600 s with a continuous one).
+* Magnitude: far bounds (beyond :data:`hierdp.solvers._magnitude.FAR` of the recentring point)
+  are dropped and checked after the solve (HiGHS ignored its time limit on 5-variable MIPs with
+  bounds of 1e11); consistency right-hand sides within rounding of the magnitude are zero (HiGHS's
+  QP said "solve error" on a rounding residue of 1e-7 at 1e9); QP answers pass a KKT check with
+  HiGHS's multipliers (its unregularized active-set QP returned a wrong "optimal" on a singular
+  Hessian: free-sign query terms), else are solved again with regularization 1e-7.
+* Bounds: every optimal answer carries ``Solution.bound`` (MIP dual bound, LP objective, the
+  Wolfe dual of the QP at HiGHS's multipliers, the chord loop's bound) and ``gap``.
 * ``time_limit`` is per call: HiGHS compares its limit with the run time accumulated by a reused
-  ``Highs`` object, so every run sets ``time_limit = run time so far + time left``.
+  ``Highs`` object, so every run sets ``time_limit = run time so far + time left``; HiGHS's
+  interrupt callbacks also stop a solve in this process at the deadline (``hard_time_limit=False``,
+  ``executor=``), and ``run_batches`` stops waiting for an executor at the deadline.
 * An infeasible batch is explained by HiGHS's IIS (the consistency rows, user rows and node
   bounds involved), when HiGHS finds one.
 """

@@ -8,28 +8,36 @@ CP-SAT only takes integer coefficients, while noisy targets are reals. The plug-
   of the group: ``y_i - x_i = (y_i - f_i - 1) + (1 - r_i)`` and ``x_i - y_i = (f_i - y_i) + r_i``. The map
   ``rank(k + s_j) = k |F_g| + j`` (``s_j`` the j-th smallest element of ``F_g``) is strictly
   increasing on these values and *linear in y_i*, so ``R_g >= rank(+-(y_i - x_i))`` with an integer
-  ``R_g`` makes ``min R_g`` pick exactly the minimizer of ``max_i |y_i - x_i|``. Groups are
-  independent (the plug-in refuses linear constraints that couple groups), so minimizing
-  ``sum_g R_g`` minimizes every ``R_g`` and hence ``sum_g w_g alpha_g``. Weights must be constant
-  within each group (then they only scale a group's term). Floating point: ``1 - r_i`` is
-  computed in doubles, so two deviations equal in real arithmetic may be ordered by one ulp.
+  ``R_g`` makes ``min R_g`` pick exactly the minimizer of ``max_i |y_i - x_i|``. Ranks are used
+  for the groups that no row couples to another and whose weights are equal (then they only
+  scale a group's term): such groups are independent, so minimizing ``sum_g R_g`` minimizes every
+  ``R_g``. Floating point: ``1 - r_i`` is computed in doubles, so two deviations equal in real
+  arithmetic may be ordered by one ulp.
+* **integer linf over groups coupled by rows, or with unequal weights (grid targets).** Ranks of
+  different groups are not comparable, so these groups get ``A_g >= omega_i |S y_i - m_i|`` on
+  the grid below (``A_g = S S_w alpha_g``, exact). Every coupled component is independent of the
+  ranked groups, so one model minimizes both parts. Refused off the grid.
 * **integer l1 (grid targets).** ``sum w_i |y_i - x_i|`` has real coefficients. The plug-in finds
   the smallest ``S`` in {1, 2, 4, ..., 2^20} ∪ {10, ..., 10^6} with ``x_i = m_i / S`` exactly
   (the double ``m_i / S`` equals ``x_i``; the same for weights with ``S_w``) and minimizes
   ``sum (S_w w_i) |S y_i - m_i|`` with integer coefficients: exact for the rational targets
   ``m_i / S``. Targets on no such grid (e.g. continuous Gaussian noise) are refused.
-* **integer l2 (grid targets).** With the same grid, ``S^2 S_w sum w_i (y_i - x_i)^2 =
-  sum (S_w w_i) g_i(y_i)`` with ``g_i(y) = (S y - m_i)^2``, modelled by its integer-coefficient
-  chords ``t_i >= g_i(k) + (g_i(k+1) - g_i(k)) (y_i - k)`` for every integer ``k`` of the variable's
-  domain (exact at integer points since ``g_i`` is convex). A multiplication equality
-  ``t = d * d`` is also exact but its weak relaxation made 3 groups per model take minutes
-  (measured); chords give CP-SAT a tight LP. Refused off the grid, when the domains need more than
-  ``MAX_L2_CHORDS`` chords (large totals: use ``highs``, whose QP centre gives a proven small
-  window), or when the scaled objective could exceed 2^53. Continuous l2 (a QP) is refused:
+* **integer l2 (grid targets), lazy chord cuts.** With the same grid, ``S^2 S_w sum w_i (y_i - x_i)^2
+  = sum (S_w w_i) g_i(y_i)`` with ``g_i(y) = (S y - m_i)^2``, cut by integer-coefficient chords
+  ``t_i >= g_i(k) + (g_i(k+1) - g_i(k)) (y_i - k)`` added lazily around the answer
+  (:mod:`hierdp.solvers._chords`; a multiplication equality ``t = d * d`` is exact too but its weak
+  relaxation made 3 groups per model take minutes, measured). GLOP solves the chord model's
+  continuous relaxation until its answer lies in the windows; the Lagrangian of its row
+  multipliers, evaluated with the exact parabolas, is a proven lower bound whatever GLOP's
+  tolerances; an integral vertex, or CP-SAT's optimum with every variable held in its window,
+  that meets the bound (the scaled objective is an integer) is optimal; otherwise CP-SAT runs the
+  lazy-chord loop on the MIP. Domains shrink to ``|y_i - x_i| <= sqrt(F(z) / w_i)`` when the
+  recentring point ``z`` is feasible (:func:`incumbent_window`). Refused off the grid, or when the
+  scaled objective could leave int64 (2^61) over the domains. Continuous l2 (a QP) is refused:
   GLOP solves LPs.
 * **continuous linf/l1**: GLOP (simplex, exact to its feasibility tolerance ~1e-7, without
-  GLOP's presolve, which fails on recentred models; PDLP is not used because its default
-  tolerance gives ~1e-3 deviations).
+  GLOP's presolve, which fails on recentred models, and again without scaling when it says
+  ABNORMAL; PDLP is not used because its default tolerance gives ~1e-3 deviations).
 
 Every variable needs a finite domain (CP-SAT): bounds, or non-negativity under a fixed ancestor.
 User linear constraints need integer coefficients (their bounds are rounded inward exactly since
@@ -38,9 +46,11 @@ the left-hand side is an integer). CP-SAT runs with ``num_workers=1`` (measured 
 Recentring: every model is expressed in ``y - z`` for a consistent integer point ``z``
 (:func:`~hierdp.models.arrays.consistent_point`): at counts near 1e9 CP-SAT otherwise reached its
 time limit on 12 children (milliseconds at small counts), and GLOP returned 8x the L∞ optimum at
-counts of 1e10. Magnitudes of 2^40 and beyond are refused (CP-SAT's integer arithmetic must hold
-``|domain| * coefficient`` in int64 with room to spare). ``time_limit`` bounds the whole call; on
-a time limit CP-SAT's best feasible point of the batch is kept.
+counts of 1e10. Magnitudes up to 2^52 are accepted (values are rebuilt as ``z + d`` in doubles);
+each model's own integers (ranks, scaled objective) are checked against int64 before solving.
+``time_limit`` bounds the whole call; on a time limit CP-SAT's best feasible point of the batch is
+kept. Bounds: CP-SAT proves its optimum in integers (``bound == objective``); integer L2 reports
+the chord loop's proven bound, GLOP its LP optimum.
 """
 
 from __future__ import annotations
