@@ -53,7 +53,7 @@ def test_r4_highs_integer_linf_at_large_counts(base):
     p = Problem.from_groups(base + np.array(d, float), offs, base * np.diff(offs) + extra, objective="linf")
     # independent optimum: per group, in Python integers
     expect = sum(linf_optimum_exact([base + v for v in d[a:b]], base * (b - a) + int(e))
-                 for a, b, e in zip(offs[:-1], offs[1:], extra))
+                 for a, b, e in zip(offs[:-1], offs[1:], extra, strict=True))
     t0 = time.perf_counter()
     sol = hierdp.solve(p, solver="highs")
     assert sol.objective == expect
@@ -67,7 +67,7 @@ def test_r4b_highs_at_2_to_40_answers_within_its_limit():
     extra = [3, 15, 31, 25]
     p = Problem.from_groups(base + np.array(d, float), offs, base * np.diff(offs) + extra, objective="linf")
     expect = sum(linf_optimum_exact([base + v for v in d[a:b]], base * (b - a) + e)
-                 for a, b, e in zip(offs[:-1], offs[1:], extra))
+                 for a, b, e in zip(offs[:-1], offs[1:], extra, strict=True))
     assert expect == 4
     assert hierdp.solve(p, solver="highs", time_limit=20).objective == expect
 
