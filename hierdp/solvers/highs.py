@@ -439,7 +439,6 @@ def _solve_l2_lazy(problem: Problem, subset: np.ndarray | None, job: _Job, runne
                 drop_lo, drop_hi = drop_lo & ~bad, drop_hi & ~bad
                 continue
         break
-    runner.lazy_stats.append({"rounds": res.rounds, "chords": res.chords})
     if res.status == Status.OPTIMAL and res.y is not None:
         return _RunResult(Status.OPTIMAL, x=arr.unshift(res.y), d=res.y, bound=res.bound), arr.nodes
     out = _RunResult(res.status, bound=res.bound, message=res.message)
@@ -586,7 +585,6 @@ class _DirectRunner:
 
         self.threads = threads
         self.hs = highspy
-        self.lazy_stats: list[dict[str, int]] = []
         self.deadline: float | None = None
         self.h = highspy.Highs()
         self.h.setOptionValue("output_flag", False)
