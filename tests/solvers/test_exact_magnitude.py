@@ -167,32 +167,35 @@ def test_linf_rows_coupling_groups_match_brute_force(targets):
 
 
 def test_linf_with_rows_at_real_magnitude_matches_brute_force_at_small_counts():
-    # three groups with counts near 5e6 and integer targets, a within-group cap, a cross-group cap
-    # and a lower bound (the county shape); translated by the counts, the same level at small
-    # counts is brute-force sized (the optimum is invariant under a consistent integer shift)
+    # two groups with counts near 5e6 and integer targets, a within-group cap (two of three
+    # children), a cross-group cap and a lower bound (the county shape); translated by the
+    # counts, the same level at small counts is brute-force sized (the optimum is invariant under
+    # a consistent integer shift)
     rng = np.random.default_rng(23)
-    sizes = np.array([2, 2, 2])
+    sizes = np.array([3, 2])
     g, n = sizes.size, int(sizes.sum())
-    small = rng.integers(0, 5, n).astype(float)
-    tot_small = np.array([small[2 * i:2 * i + 2].sum() for i in range(g)]) + rng.integers(-2, 3, g)
+    for _ in range(2):
+        small = rng.integers(0, 5, n).astype(float)
+        tot_small = np.array([small[:3].sum(), small[3:].sum()]) + rng.integers(-2, 3, g)
 
-    def level(shift: np.ndarray) -> Problem:
-        totals = tot_small + np.array([shift[2 * i:2 * i + 2].sum() for i in range(g)])
-        lower = np.full(g + n, -inf)
-        lower[g + 5] = small[5] + shift[5] + 1  # a lower bound above the target
-        p = Problem(np.r_[np.full(g, -1), np.repeat(np.arange(g), sizes)], np.r_[np.full(g, nan), small + shift],
-                    fixed=np.r_[totals, np.full(n, nan)], objective="linf", lower=lower, nonnegative=False)
-        p.add_linear({g + 0: 1, g + 1: 1}, upper=float(small[0] + small[1] + shift[0] + shift[1] - 1))  # within
-        p.add_linear({g + 1: 1, g + 2: 1}, upper=float(small[1] + small[2] + shift[1] + shift[2] - 1))  # across
-        return p
+        def level(shift: np.ndarray, small: np.ndarray = small, tot_small: np.ndarray = tot_small) -> Problem:
+            totals = tot_small + np.array([shift[:3].sum(), shift[3:].sum()])
+            lower = np.full(g + n, -inf)
+            lower[g + 4] = small[4] + shift[4] + 1  # a lower bound above the target
+            p = Problem(np.r_[np.full(g, -1), np.repeat(np.arange(g), sizes)],
+                        np.r_[np.full(g, nan), small + shift], fixed=np.r_[totals, np.full(n, nan)], objective="linf",
+                        lower=lower, nonnegative=bool(shift.any()))  # never binding at 1e6
+            p.add_linear({g + 0: 1, g + 1: 1}, upper=float(small[0] + small[1] + shift[0] + shift[1] - 1))  # within
+            p.add_linear({g + 2: 1, g + 3: 1}, upper=float(small[2] + small[3] + shift[2] + shift[3] - 1))  # across
+            return p
 
-    exact = enumerate_optimum(level(np.zeros(n)), -4, 9)
-    assert exact is not None
-    big = level(rng.integers(10 ** 6, 5 * 10 ** 6, n).astype(float))
-    for solver in GENERAL:
-        sol = hierdp.solve(big, solver=solver, time_limit=60)
-        assert sol.objective == pytest.approx(exact, abs=1e-9), solver
-        check_bound(sol)
+        exact = enumerate_optimum(level(np.zeros(n)), -4, 8)
+        assert exact is not None  # feasible by construction: the caps leave the third child free
+        big = level(rng.integers(10 ** 6, 5 * 10 ** 6, n).astype(float))
+        for solver in GENERAL:
+            sol = hierdp.solve(big, solver=solver, time_limit=60)
+            assert sol.objective == pytest.approx(exact, abs=1e-9), solver
+            check_bound(sol)
 
 
 # ---------------------------------------------------------------------------------- the reproducers n3-n8
