@@ -36,8 +36,8 @@ Runs are *experiments*: seeded numpy randomness, reproducible, not for publicati
 configuration sees the same seeds, so differences between configurations at one seed come
 from the post-processing (for mechanisms with the same noise) and not from luck alone.
 
-A configuration that cannot run is reported, not hidden: ``status`` is ``"ok"``, ``"time
-limit"`` (a solver stopped at ``time_limit`` seconds), ``"unsupported"`` (the solver cannot
+A configuration that cannot run is reported, not hidden: ``status`` is ``"ok"``,
+``"time_limit"`` (a solver stopped at ``time_limit`` seconds, also after the noise was drawn), ``"unsupported"`` (the solver cannot
 post-process this mechanism's problems exactly, or an option does not apply to it) or
 ``"failed"`` (another error; ``message`` says which). After a configuration fails its remaining
 seeds are skipped (they would fail the same way, or wait for the same time limit).
@@ -416,6 +416,9 @@ def summary(frame: pd.DataFrame, level: int | None = None) -> pd.DataFrame:
         out[c] = g[c].mean()
         if k == 0:
             out[f"{c}_sd"] = g[c].std(ddof=1)
+    if "interval_coverage_pct" in at.columns and at["interval_coverage_pct"].notna().any():
+        out["interval_coverage_pct"] = g["interval_coverage_pct"].mean()
+        out["interval_mean_width"] = g["interval_mean_width"].mean()
     out["run_seconds"] = g["run_seconds"].mean()
     out.attrs["level"] = lev
     out.attrs["level_name"] = str(at["level_name"].iloc[0]) if len(at) else ""

@@ -4,7 +4,7 @@ Runs every configuration (``--mechanisms`` × ``--solvers`` where a mechanism ha
 step, as the mechanism registry says) once per seed on the same input and budget, and writes
 
 * a tidy CSV (``-o``, default ``compare.csv``): one row per configuration, seed and level, with
-  the metrics that fit the input, and a ``status`` (``ok``, ``time limit``, ``unsupported``,
+  the metrics that fit the input, and a ``status`` (``ok``, ``time_limit``, ``unsupported``,
   ``failed``) for configurations that could not run;
 * a figure (``--plot``, default the CSV's name with ``.png``): the metrics per level with bands
   over the seeds, and seconds per release.
@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.intervals import interval_draws, interval_level
 from hierdp.cli.common import (
     add_privacy_arguments,
     check_accounting_target,
@@ -49,13 +50,12 @@ from hierdp.cli.io import (
     check_figure_path,
     check_input_file,
     check_output_path,
-    read_table,
     write_figure_atomic,
     write_table_atomic,
 )
 from hierdp.cli.layouts import Layout, check_mechanism_fits, decide_layout
 
-__all__ = ["add_compare_parser", "run_compare"]
+__all__ = ["add_compare_parser", "figure_digest", "run_compare"]
 
 
 def _seeds(text: str) -> list[int]:
@@ -108,6 +108,13 @@ def add_compare_parser(subparsers: Any) -> None:
     add_layout_arguments(p)
     add_group_size_arguments(p)
     add_point_arguments(p)
+    g = p.add_argument_group("error bars")
+    g.add_argument("--intervals", type=interval_level, default=None, metavar="LEVEL",
+                   help="score every release's per-node intervals at this level (e.g. 0.9) against the truth: "
+                        "coverage and mean width per level in the CSV, error bands in the figure (trees and group "
+                        "sizes)")
+    g.add_argument("--interval-draws", type=interval_draws, default=None, metavar="N",
+                   help="bootstrap re-releases per release with --intervals (default: at least 10 per tail)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_compare)
 
@@ -174,10 +181,9 @@ def _read(args: argparse.Namespace, layout: Layout | None, spec: Any) -> Any:
         from hierdp.cli.points import read_grid
 
         return read_grid(args, spec)
-    from hierdp.cli.trees import build_tree
+    from hierdp.cli.trees import build_tree, read_tree_input
 
-    return build_tree(args, read_table(args.input, counts=[args.count] if args.count else []),
-                      layout.shape or "levels")
+    return build_tree(args, read_tree_input(args, layout.shape or "levels"), layout.shape or "levels")
 
 
 def _domain_line(args: argparse.Namespace, layout: Layout | None, spec: Any) -> str:
@@ -212,6 +218,11 @@ def run_compare(args: argparse.Namespace) -> int:
         raise CliError("give exactly one of --epsilon or --rho")
     if args.rho is not None and "sh" in (mechanisms or ["sh"]) and (layout is None or layout.kind == "tree"):
         raise CliError("sh is (epsilon, delta)-DP: with --rho name --mechanisms without it")
+    if args.interval_draws is not None and args.intervals is None:
+        raise CliError("--interval-draws applies with --intervals LEVEL")
+    if args.intervals is not None and layout is not None and layout.kind == "points":
+        raise CliError("--intervals scores per-node intervals of trees and group sizes; point releases answer range "
+                       "queries, which have none")
     inputs, spec = _check_input(args, layout)
     out = check_output_path(args.output, inputs, overwrite=args.overwrite)
     check_accounting_target(out, args.overwrite)
@@ -242,7 +253,8 @@ def run_compare(args: argparse.Namespace) -> int:
             data = _read(args, layout, spec)
             frame = compare(data, mechanisms, solvers=solvers, epsilon=args.epsilon, delta=delta, rho=args.rho,
                             seeds=seeds, time_limit=args.time_limit, progress=show_progress(args),
-                            queries=args.queries, **extra)
+                            queries=args.queries, intervals=args.intervals, interval_draws=args.interval_draws,
+                            **extra)
             return data, frame
 
         t_start = time.perf_counter()
@@ -256,7 +268,8 @@ def run_compare(args: argparse.Namespace) -> int:
             from hierdp.plot import compare_figure
 
             label = "bundled world cities" if args.input is None else Path(args.input).name
-            write_figure_atomic(compare_figure(frame, data_label=label), fig_path)
+            write_figure_atomic(compare_figure(frame, data_label=label), fig_path,
+                                metadata={"hierdp-data": figure_digest(frame)})
             written.append(fig_path)
             drew = True
         secs = time.perf_counter() - t_start
@@ -282,6 +295,15 @@ def run_compare(args: argparse.Namespace) -> int:
     if console.pipe_closed:
         raise BrokenPipeError(f"stdout was closed early; the results were written to {out}")
     return 0
+
+
+def figure_digest(frame: Any) -> str:
+    """SHA-256 of what a compare figure draws, timings aside (they change run to run): written
+    into the figure, so a figure can be checked against a fresh run of the command that made it."""
+    import hashlib
+
+    fixed = frame.drop(columns=[c for c in frame.columns if "seconds" in str(c)])
+    return hashlib.sha256(fixed.to_csv(index=False, float_format="%.9g").encode("utf-8")).hexdigest()
 
 
 def _seed_text(seeds: list[int]) -> str:

@@ -15,7 +15,8 @@ Layout (chosen by ``--x/--y`` or ``--lon/--lat``)::
   edge is added or removed): refused unless
   ``--observed-domain-public`` states that the observed box is public (the release says so);
 * ``--grid ROWSxCOLS``: the public grid, cells along y (rows) and along x (cols), e.g.
-  ``1024x1024`` (one number N means N x N); at most :data:`MAX_CELLS` cells;
+  ``1024x1024`` (one number N means N x N); at most :data:`MAX_CELLS` cells, and no more than
+  the mechanism's release fits in :data:`hierdp.cli.memory.MEMORY_BOUND` (checked before reading);
 * ``--mechanism``: ``htf`` (default), ``identity``, ``uniform``, ``ug``, ``ag``, ``quadtree``,
   ``kdtree``, ``privelet``; ``--param NAME=VALUE`` (repeatable) sets a mechanism parameter
   (``--param stop_count=50``, ``--param height=6``, ``--param budgets=uniform``;
@@ -42,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.intervals import check_intervals_before_noise, release_table, report_intervals
 from hierdp.cli.common import (
     check_accounting_target,
     check_randomness_flags,
@@ -52,6 +54,7 @@ from hierdp.cli.common import (
 )
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table
 from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
+from hierdp.cli.memory import check_point_memory
 
 __all__ = [
     "MAX_CELLS",
@@ -201,6 +204,13 @@ def point_spec(args: argparse.Namespace) -> dict[str, Any]:
                        "point at the edge is added or removed); give the public box with --box X_MIN X_MAX Y_MIN "
                        "Y_MAX, or pass --observed-domain-public to state that the observed box is public")
     box = parse_box(args.box, names) if args.box is not None else None
+    if box is not None:  # the box and grid together: a span beyond double precision, cells that collapse
+        from hierdp.hierarchy.spatial import SpatialDataError, SpatialDomain
+
+        try:
+            SpatialDomain(*box, shape[0], shape[1])
+        except SpatialDataError as exc:
+            raise CliError(f"--box with --grid {shape[0]}x{shape[1]}: {exc}") from None
     if args.rho is not None:
         raise CliError("the point mechanisms are pure epsilon-DP (discrete Laplace noise): give --epsilon, not --rho")
     if args.epsilon is None:
@@ -251,6 +261,8 @@ def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
     """Read the points and bin them (the culprit row named on any bad cell)."""
     import numpy as np
 
+    from hierdp.errors import HierdpError
+    from hierdp.hierarchy.counts import checked_total
     from hierdp.hierarchy.spatial import SpatialGrid
 
     xcol, ycol, names, box = spec["x"], spec["y"], spec["names"], spec["box"]
@@ -285,13 +297,16 @@ def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
         elif weights.dtype.kind not in "iuf":
             raise CliError(f"input {Path(args.input).name}: column {args.count!r} holds {weights.dtype} values, "
                            "not counts")
+        big = weights >= 2.0**63 if weights.dtype.kind == "f" else np.zeros(weights.shape, bool)
+        if big.any():
+            raise CliError(f"input {Path(args.input).name}: column {args.count!r}, row {int(np.flatnonzero(big)[0])}: "
+                           "count beyond int64")
+        try:  # the one checked sum: a total beyond int64 would wrap in every cell sum
+            checked_total(weights.astype(np.int64), what=f"input {Path(args.input).name}: column {args.count!r}")
+        except HierdpError as exc:
+            raise CliError(str(exc)) from None
     return SpatialGrid.from_points(x, y, shape=spec["shape"], box=box, weights=weights,
                                    observed_domain_public=bool(box is None))
-
-
-def _frame(rel: Any, names: tuple[str, str]) -> Any:
-    rel.axes = tuple(names)  # the coordinate columns are lon_min ... lat_max with --lon/--lat
-    return rel.to_frame()
 
 
 def run_points(args: argparse.Namespace, layout: Layout) -> int:
@@ -306,9 +321,11 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
     check_mechanism_fits(name, "points")
     check_solver_flags(args, name)
     spec = point_spec(args)
+    check_point_memory(name, *spec["shape"])  # public: refused before the input is read
     check_randomness_flags(args)
     spec.update(name=name, params=parse_params(args.param, name))
     mech = _mechanism(args, spec)
+    check_intervals_before_noise(args, mech, "points")  # public configuration: decided before any noise
     seed, drawn = seed_for_run(args)
     console.say(randomness_text(args.secure, seed, drawn))
     console.say(domain_text(spec))
@@ -324,7 +341,8 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
         problems = rel.check_consistency()
         if problems:  # a bug, not bad input: refuse to write a release that breaks its promise
             raise RuntimeError(f"the release of {spec['name']} is not a tiling of the grid: {problems[0]}")
-        frame = _frame(rel, spec["names"])
+        rel.axes = tuple(spec["names"])  # the coordinate columns are lon_min ... lat_max with --lon/--lat
+        frame, interval_error = release_table(args, rel, seed=seed, progress=show_progress(args))
         t0 = time.perf_counter()
         side = save_output(rel, out, frame, overwrite=args.overwrite)
         t_write = time.perf_counter() - t0
@@ -337,6 +355,9 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
                     + ", ".join(f"{k} {v:.3f}" for k, v in rel.timings.items()))
         console.say(f"wrote {len(frame):,} rows (one per leaf) to {out} and its accounting to {side} in "
                     f"{t_write:.2f} s")
+        code = report_intervals(console, args, frame, interval_error)
+        if code is not None:
+            return code
     except KeyboardInterrupt:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
