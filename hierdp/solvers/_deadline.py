@@ -19,6 +19,8 @@ attributes (e.g. by the module of a pickled Pyomo hook that does ``from hierdp i
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import pickle
 import queue
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 from collections.abc import Callable
 
 _LOCAL = threading.local()
@@ -108,8 +110,9 @@ class DeadlineWorker:
     @staticmethod
     def _pump(proc: subprocess.Popen, replies: queue.Queue) -> None:
         try:
+            assert proc.stdout is not None  # Popen(stdout=PIPE)
             while True:
-                replies.put(_read(proc.stdout))
+                replies.put(_read(cast(BinaryIO, proc.stdout)))
         except Exception:
             replies.put(("dead", None))
 
@@ -117,10 +120,8 @@ class DeadlineWorker:
         """Stop the worker now (the next call starts a new one)."""
         if self.proc is not None:
             self.proc.kill()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
         self.proc = None
 
     def call(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
@@ -128,7 +129,9 @@ class DeadlineWorker:
         """``fn(*args, **kwargs)`` in the worker; :class:`DeadlineExceeded` after ``timeout`` seconds
         (the worker is then killed). Exceptions raised by ``fn`` are re-raised here."""
         self.start()
-        _write(self.proc.stdin, (fn, args, kwargs or {}))
+        if self.proc is None or self.proc.stdin is None:  # start() raised otherwise
+            raise RuntimeError("the solver worker process is not running")
+        _write(cast(BinaryIO, self.proc.stdin), (fn, args, kwargs or {}))
         try:
             kind, payload = self.replies.get(timeout=max(0.0, timeout))
         except queue.Empty:
@@ -161,7 +164,7 @@ def _serve() -> None:  # pragma: no cover - runs in the worker process
     os.dup2(2, 1)  # anything a library prints goes to stderr, never into the protocol
     sys.stdout = sys.stderr
     inp = sys.stdin.buffer
-    import hierdp.solvers.highs
+    importlib.import_module("hierdp.solvers.highs")  # the solver imports, before saying "ready"
 
     _write(proto, ("ready", None))
     while True:

@@ -410,9 +410,13 @@ def test_a_solver_the_user_named_is_kept_and_refused_before_noise_when_it_cannot
     data = CountOfCounts.from_histograms(regions, [[4000, 3000, 2500], [3500, 2000, 1000], [5000, 1200, 900]], K=3)
     c = Constraints().add_linear({"A0": 1, "B0": 1}, cells=[1], upper=8_000, name="cap")
     monkeypatch.setattr(pgsr_base, "GEOMETRIC", _NoNoise())
-    with pytest.raises(MechanismParameterError, match="ortools cannot solve the constrained problem: CP-SAT"):
-        MH(epsilon=1.0, solver="ortools", constraints=c).release(data, seed=0)
+    with pytest.raises(MechanismParameterError, match="'costtable' cannot honour constraint rows"):
+        MH(epsilon=1.0, solver="costtable", constraints=c).release(data, seed=0)
     monkeypatch.undo()
+    # ortools takes the constrained integer-L2 problem since issue 19 (lazy chord cuts): kept
+    kept = MH(epsilon=1.0, solver="ortools", constraints=c).release(data, seed=0)
+    assert kept.solver == "ortools"
+    assert kept.values[list(kept.names).index("A0"), 0] + kept.values[list(kept.names).index("B0"), 0] <= 8_000
     rel = MH(epsilon=1.0, constraints=c).release(data, seed=0)  # the default gives way to an exact plug-in
     assert rel.params["constraint_solver"] == rel.solver == "highs"
     v = rel.values

@@ -106,12 +106,17 @@ def test_time_limit_fails_with_status():
         hierdp.solve(p, solver="highs", time_limit=1e-4, batch_size=3000)
 
 
-def test_unbounded_integer_l2_with_user_constraint_is_refused():
-    # user constraints void the proximity window; the domain is unbounded: refuse, don't guess
+def test_unbounded_integer_l2_with_user_constraint_is_solved_exactly():
+    # user constraints void the proximity window and the domain is unbounded: the lazy chord cuts
+    # need neither (issue 19); brute force over a box that holds the optimum is the oracle
+    from exact_oracles import enumerate_optimum
+
     p = Problem([-1, 0, 0], [4.2, 1.1, 2.9], objective="l2", nonnegative=False)
     p.add_linear({1: 1, 2: -1}, upper=0)
-    with pytest.raises(UnsupportedProblem, match="bounded domain"):
-        hierdp.solve(p, solver="highs")
+    assert hierdp.solvers.get("highs").unsupported(p) == []
+    sol = hierdp.solve(p, solver="highs")
+    assert sol.objective == pytest.approx(enumerate_optimum(p, -6, 12), abs=1e-9)
+    assert sol.bound is not None and sol.bound <= sol.objective + 1e-9
 
 
 def test_unknown_option_is_an_error():

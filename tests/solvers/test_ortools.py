@@ -73,10 +73,11 @@ def test_grid_scale():
     (lambda: Problem.from_groups([np.pi, 1.0], [0, 2], [4], objective="l1"), "grid"),
     (lambda: Problem.from_groups([1.0, 2.0], [0, 2], [3], objective="l2", integer=False), "QP"),
     (lambda: Problem.from_groups([np.e, 2.0], [0, 2], [3], objective="l2"), "grid"),
-    (lambda: Problem.from_groups([1.0, 2.0], [0, 2], [3], weights=np.array([1.0, 2.0])), "same weight"),
+    (lambda: Problem.from_groups([1.1, np.pi], [0, 2], [3], weights=np.array([1.0, 2.0])), "unequal weights"),
     (lambda: Problem.from_groups([1.0, 2.0], [0, 2], [3]).on_pyomo_model(lambda m, p: None), "hooks"),
     (lambda: Problem.from_groups([1.0, 2.0], [0, 2], [3]).add_linear({1: 0.5}, lower=1), "integer coefficients"),
-    (lambda: Problem.from_groups([1.0, 2.0, 3.0], [0, 1, 3], [1, 5]).add_linear({2: 1, 3: 1}, lower=1), "coupling"),
+    (lambda: Problem.from_groups([1.0, np.pi, 3.0], [0, 1, 3], [1, 5]).add_linear({2: 1, 3: 1}, lower=1),
+     "coupled by a row"),
     (lambda: Problem([-1, 0], [3.0, 2.0], objective="linf"), "finite domains"),
 ])
 def test_refusals(make, why):

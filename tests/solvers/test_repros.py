@@ -53,7 +53,7 @@ def test_r4_highs_integer_linf_at_large_counts(base):
     p = Problem.from_groups(base + np.array(d, float), offs, base * np.diff(offs) + extra, objective="linf")
     # independent optimum: per group, in Python integers
     expect = sum(linf_optimum_exact([base + v for v in d[a:b]], base * (b - a) + int(e))
-                 for a, b, e in zip(offs[:-1], offs[1:], extra))
+                 for a, b, e in zip(offs[:-1], offs[1:], extra, strict=True))
     t0 = time.perf_counter()
     sol = hierdp.solve(p, solver="highs")
     assert sol.objective == expect
@@ -67,7 +67,7 @@ def test_r4b_highs_at_2_to_40_answers_within_its_limit():
     extra = [3, 15, 31, 25]
     p = Problem.from_groups(base + np.array(d, float), offs, base * np.diff(offs) + extra, objective="linf")
     expect = sum(linf_optimum_exact([base + v for v in d[a:b]], base * (b - a) + e)
-                 for a, b, e in zip(offs[:-1], offs[1:], extra))
+                 for a, b, e in zip(offs[:-1], offs[1:], extra, strict=True))
     assert expect == 4
     assert hierdp.solve(p, solver="highs", time_limit=20).objective == expect
 
@@ -146,13 +146,14 @@ def test_r10_auto_falls_back_beyond_the_fast_paths_range():
                                     np.array([1e15]), objective="linf", solver="intopt")
 
 
-def test_r11_highs_refuses_in_unsupported_what_solve_would_refuse():
+def test_r11_highs_solves_what_unsupported_accepts():
+    # r11: unsupported() said [] and solve() then refused. The unbounded root with a user row is
+    # now solved by lazy chord cuts (no domain needed); what unsupported() accepts, solve() solves
     p = Problem([-1, 0, 0], [5.0, 2.0, 3.0], objective="l2")
     p.add_linear({1: 1}, lower=1)
-    why = get("highs").unsupported(p)
-    assert why and "bounded domain" in why[0]
-    with pytest.raises(UnsupportedProblem, match="bounded domain"):
-        hierdp.solve(p, solver="highs")
+    assert get("highs").unsupported(p) == []
+    sol = hierdp.solve(p, solver="highs")
+    assert sol.objective == pytest.approx(enumerate_optimum(p, 0, 12), abs=1e-9)
 
 
 def test_r12_ortools_integer_linf_at_1e9():
@@ -170,11 +171,12 @@ def test_r12_ortools_integer_linf_at_1e9():
     assert sol.objective == pytest.approx(hierdp.solve(small, solver="highs").objective, abs=1e-6)
 
 
-def test_census_sized_integer_l2_tree_is_refused_before_solving(monkeypatch):
+@pytest.mark.parametrize("solver", ["highs", "ortools"])
+def test_census_sized_integer_l2_tree_is_solved_exactly(solver):
     # the report: a census-shaped integer-L2 tree (one group of 3,198 free nodes) was accepted,
-    # its QP centre ran 565 s, then the MIP was refused. Here: a fixed root over one free group of
-    # 1 + 30 + 900 nodes; the proven window is +-(group size) per node, so the exact epigraph needs
-    # about 931 * 2 * 931 = 1.7 M chord rows, beyond the 500,000 highs accepts
+    # its QP centre ran 565 s, then the MIP was refused (1.7 M chord rows for the enumerated
+    # window). Lazy chord cuts need only the chords near the answer: both general solvers reach
+    # costtable's exact optimum (an independent DP) on a fixed root over 1 + 30 + 900 nodes
     parent = np.r_[-1, 0, np.full(30, 1), np.repeat(np.arange(2, 32), 30)]
     rng = np.random.default_rng(0)
     target = rng.poisson(50, parent.size).astype(float)
@@ -182,13 +184,8 @@ def test_census_sized_integer_l2_tree_is_refused_before_solving(monkeypatch):
     fixed[0] = 45_000
     p = Problem(parent, target, fixed=fixed, objective="l2")
     assert p.n_groups == 1 and int(np.isnan(p.fixed).sum()) == 931
-    why = get("highs").unsupported(p)
-    assert why and "chord rows" in why[0]
-
-    def must_not_run(*args, **kwargs):
-        raise AssertionError("highs started solving a problem it refuses")
-
-    monkeypatch.setattr(HighsSolver, "solve_problem", must_not_run)
-    with pytest.raises(UnsupportedProblem, match="chord rows"):
-        hierdp.solve(p, solver="highs")
-    assert hierdp.solvers.choose(p).name == "costtable"  # auto walks on to an exact plug-in
+    assert get(solver).unsupported(p) == []
+    exact = hierdp.solve(p, solver="costtable").objective
+    sol = hierdp.solve(p, solver=solver)
+    assert sol.objective == pytest.approx(exact, abs=1e-6)
+    assert sol.bound is not None and exact - 1e-6 <= sol.bound + 1e-6 and sol.bound <= sol.objective + 1e-6
