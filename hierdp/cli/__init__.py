@@ -102,8 +102,7 @@ def _main(argv: Sequence[str] | None) -> int:
         console.error(exc)
         return exc.code
     except SolverFailed as exc:
-        status = getattr(exc, "status", "failed")
-        console.error(f"status {status}: {_message(exc)}; nothing was written")
+        console.error(f"status {exc.termination}: {_message(exc)}; nothing was written")
         return EXIT_SOLVER
     except (HierdpError, KeyError, ValueError) as exc:  # bad input named by the library
         console.error(_message(exc))

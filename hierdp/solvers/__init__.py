@@ -8,19 +8,22 @@ from hierdp.solvers.base import (
     Capabilities,
     GroupSolution,
     Solution,
+    SolutionStatus,
     Solver,
     SolverError,
     SolverFailed,
-    Status,
+    Termination,
     UnsupportedProblem,
 )
 from hierdp.solvers.registry import (
     available,
+    check_solver,
     choose,
     describe_limits,
     get,
     limits_text,
     names,
+    preference,
     register,
     solve,
     solve_groups,
@@ -28,7 +31,7 @@ from hierdp.solvers.registry import (
 )
 
 __all__ = [
-    "Capabilities", "GroupSolution", "Solution", "Solver", "SolverError", "SolverFailed", "Status",
-    "UnsupportedProblem", "available", "choose", "describe_limits", "get", "limits_text", "names", "register", "solve",
-    "solve_groups", "unsupported_groups",
+    "Capabilities", "GroupSolution", "Solution", "SolutionStatus", "Solver", "SolverError", "SolverFailed",
+    "Termination", "UnsupportedProblem", "available", "check_solver", "choose", "describe_limits", "get",
+    "limits_text", "names", "preference", "register", "solve", "solve_groups", "unsupported_groups",
 ]

@@ -240,19 +240,20 @@ class GroupSizeMechanism(Mechanism):
         registry's own ``verify`` adds L-inf group checks, irrelevant to these L2 problems and
         slow on millions of chain rows, so it is replaced by this check."""
         from hierdp.solvers import solve
-        from hierdp.solvers.base import Solution, SolverFailed, Status
+        from hierdp.solvers.base import Solution, SolutionStatus, SolverFailed, Termination
 
         if self.solver == "pdlp":
             from hierdp.mechanisms.pgsr._pdlp import solve_relaxation
 
             x, st = solve_relaxation(problem, time_limit=self.time_limit, **self.solver_options)
-            return Solution(values=x, objective=problem.objective_value(x), status=Status.OPTIMAL, solver="pdlp",
+            return Solution(values=x, objective=problem.objective_value(x), termination=Termination.OPTIMAL, solver="pdlp",
                             wall_time=st["seconds"], stats=st)
         sol = solve(problem, solver=self.solver, time_limit=self.time_limit, verify=False,
                            **self.solver_options)
         bad = problem.violations(sol.values)
         if bad:
-            raise SolverFailed(self.solver_name, Status.INFEASIBLE_RESULT, "; ".join(bad))
+            raise SolverFailed(self.solver_name, Termination.OPTIMAL, "; ".join(bad), solution_status=SolutionStatus.INFEASIBLE,
+                               refuted_by="feasibility")
         return sol
 
     def _add_region_totals_rows(self, problem: Any, data: CountOfCounts, dp: DynProgTree) -> None:

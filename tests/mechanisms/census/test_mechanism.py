@@ -15,7 +15,7 @@ import pytest
 from hierdp.mechanisms import MechanismParameterError, ReleaseAborted, create
 from hierdp.mechanisms.census import CensusTopDown, LevelChunk, QueryStrategy, SpineHistograms, continuous_problem
 from hierdp.solvers import solve
-from hierdp.solvers.base import Capabilities, Solution, Solver, Status
+from hierdp.solvers.base import Capabilities, Solution, Solver, Termination
 from hierdp.spines import Spine, SpineError, bypass
 
 STRATEGY = QueryStrategy.marginals((2, 2))  # total, m0, m1, detailed: 4 cells
@@ -91,7 +91,7 @@ def _chunk(rng, C=3, K=4, big=False, totals=False):
 def _objective(chunk, mats, y):
     y = y.reshape(chunk.targets.shape)
     val = np.sum(chunk.target_weight[:, None] * (y - chunk.targets) ** 2)
-    for m, a, w in zip(mats, chunk.query_answers, chunk.query_weight):
+    for m, a, w in zip(mats, chunk.query_answers, chunk.query_weight, strict=False):
         val += np.sum(w[:, None] * (y @ m.T - a) ** 2)
     return val
 
@@ -106,10 +106,10 @@ def test_continuous_stage_equals_an_exact_kkt_solve_when_interior(seed):
     n = C * K
     H, g = np.zeros((n, n)), np.zeros(n)
     for c in range(C):
-        rows = [np.eye(K)] + list(mats)
+        rows = [np.eye(K), *list(mats)]
         ws = [chunk.target_weight[c]] + [w[c] for w in chunk.query_weight]
         ts = [chunk.targets[c]] + [a[c] for a in chunk.query_answers]
-        for A, w, t in zip(rows, ws, ts):
+        for A, w, t in zip(rows, ws, ts, strict=False):
             H[c * K:(c + 1) * K, c * K:(c + 1) * K] += 2 * w * A.T @ A
             g[c * K:(c + 1) * K] += 2 * w * A.T @ t
     E = np.kron(np.ones((1, C)), np.eye(K))
@@ -125,10 +125,10 @@ def _qp_matrices(chunk, mats):
     n = C * K
     H, g = np.zeros((n, n)), np.zeros(n)
     for c in range(C):
-        rows = [np.eye(K)] + list(mats)
+        rows = [np.eye(K), *list(mats)]
         ws = [chunk.target_weight[c]] + [w[c] for w in chunk.query_weight]
         ts = [chunk.targets[c]] + [a[c] for a in chunk.query_answers]
-        for A, w, t in zip(rows, ws, ts):
+        for A, w, t in zip(rows, ws, ts, strict=False):
             H[c * K:(c + 1) * K, c * K:(c + 1) * K] += 2 * w * A.T @ A
             g[c * K:(c + 1) * K] += 2 * w * A.T @ t
     E = [np.kron(np.ones((1, C)), np.eye(K))]
@@ -182,7 +182,7 @@ class _Failing(Solver):
         grp = problem.groups()
         last = int(grp.max())
         return Solution(values=np.where(problem.is_fixed, problem.fixed, 0.0), objective=float("nan"),
-                        status=Status.TIME_LIMIT, solver=self.name, wall_time=0.0,
+                        termination=Termination.TIME_LIMIT, solver=self.name, wall_time=0.0,
                         stats={"failed_groups": np.array([last]), "message": "test failure"})
 
 
@@ -282,7 +282,7 @@ def test_lemma4_sensitivity_by_enumerating_bounded_neighbours(noise):
         assert d[0].sum() == 0  # the invariant total
         for lev in range(spine.n_levels):
             rows = d[spine.level == lev]
-            for g, Q in mats.items():
+            for _g, Q in mats.items():
                 delta = rows @ Q.T
                 norm = np.abs(delta).sum() if noise == "geometric" else (delta ** 2).sum()
                 assert norm <= sens
