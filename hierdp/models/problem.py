@@ -484,6 +484,17 @@ class Problem:
         self._revalidate(old=("fixed",), values=old)
         return self
 
+    def with_target(self, target: Sequence[float] | np.ndarray) -> Problem:
+        """A copy of this problem with other targets: the same structure, fixed values, bounds,
+        weights, rows, query terms, hooks and names (the blocks are shared: they are read-only)."""
+        p = Problem(self.parent, target, fixed=self.fixed, objective=self.objective, weights=self.weights,
+                    integer=self.integer, nonnegative=self.nonnegative, lower=self.lower, upper=self.upper,
+                    names=self.names)
+        p._rows = _ChunkStore(list(self._rows.chunks))
+        p._queries = _ChunkStore(list(self._queries.chunks))
+        p.pyomo_hooks = list(self.pyomo_hooks)
+        return p
+
     def on_pyomo_model(self, hook: Callable[[Any, Problem], None]) -> Problem:
         """Register ``hook(model, problem)``, called on the Pyomo model before it is solved.
 

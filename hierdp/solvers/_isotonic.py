@@ -3,7 +3,8 @@
 A *run* is a sequence of variables ``x_1 <= x_2 <= ... <= x_m`` with common bounds ``lo <= x <= hi``
 and separable costs ``f_i(x) = W_i x^2 - 2 S_i x + const`` (a merged block of nodes with total
 weight ``W_i = sum w`` and ``S_i = sum w t``: ``sum_j w_j (x - t_j)^2``). The chain DP of paper 001
-(§9.2, eq. 8) and the per-node projection of its §9.1 are such runs.
+(§9.2, eq. 8) and the per-region projection of its §9.1 are such runs; the registry's ``chain``
+plug-in solves both with these kernels.
 
 Exactness of the integer answer (why rounding is optimal). Write ``C_i`` for the cost table of the
 prefix ending at ``i`` (eq. 8a/8b: ``C_i(v) = f_i(v) + min_{v' <= v} C_{i-1}(v')``). For the
@@ -47,23 +48,12 @@ import numpy as np
 
 from hierdp._segments import segment_cumsum
 
-__all__ = ["Runs", "certify_runs", "clip_isotonic", "continuous_runs", "exact_integer_run", "integer_runs"]
+__all__ = ["Runs", "certify_runs", "continuous_runs", "exact_integer_run", "integer_runs"]
 
 def _pava(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     from scipy.optimize import isotonic_regression
 
     return np.asarray(isotonic_regression(y, weights=w, increasing=True).x, dtype=float)
-
-
-def clip_isotonic(y: np.ndarray, w: np.ndarray | None = None, lower: float = -np.inf,
-                  upper: float = np.inf) -> np.ndarray:
-    """``argmin sum w (x - y)^2`` over ``lower <= x_1 <= ... <= x_m <= upper`` (continuous): PAVA,
-    then clipping (clipping commutes with L2 isotonic regression under common bounds)."""
-    y = np.asarray(y, dtype=float)
-    w = np.ones_like(y) if w is None else np.asarray(w, dtype=float)
-    if y.size == 0:
-        return y.copy()
-    return np.clip(_pava(y, w), lower, upper)
 
 
 def continuous_runs(S: np.ndarray, W: np.ndarray, offsets: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -302,17 +302,17 @@ class Capabilities:
         return feature in self.features
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-dict form (for printing)."""
-        return {
+        """Plain-dict form (for printing): also one yes/no entry per feature name, flat."""
+        d: dict[str, Any] = {
             "objectives": sorted(self.objectives),
             "integer": self.integer,
             "continuous": self.continuous,
             "structures": sorted(self.structures),
-            "features": sorted(self.features),
-            "limits": dict(self.limits),
-            "tolerance": self.tolerance,
-            "description": self.description,
         }
+        d.update({f: f in self.features for f in sorted(FEATURES)})
+        d.update({"features": sorted(self.features), "limits": dict(self.limits), "tolerance": self.tolerance,
+                  "description": self.description})
+        return d
 
 
 _FEATURE_REFUSAL = {

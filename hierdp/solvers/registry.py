@@ -47,6 +47,7 @@ _BUILTIN: dict[str, str] = {
     "chain": "hierdp.solvers.chain:ChainSolver",
     "highs": "hierdp.solvers.highs:HighsSolver",
     "ortools": "hierdp.solvers.ortools:OrToolsSolver",
+    "pdlp": "hierdp.solvers.pdlp:PdlpSolver",
     "paper_round": "hierdp.solvers.paper_round:PaperRoundSolver",
 }
 _EXTRA: dict[str, Solver] = {}
@@ -209,7 +210,7 @@ def limits_text() -> str:
 #: The order is the measured one: ``python -m experiments.bench.solver_matrix`` (docs/solvers.md,
 #: "The researchers' table"), with the figure each entry rests on.
 GENERAL_ORDER: dict[tuple[str, bool, bool], tuple[str, ...]] = {}
-_DEFAULT_GENERAL = ("highs", "ortools")
+_DEFAULT_GENERAL = ("highs", "ortools", "pdlp")
 _FAST = ("intopt", "projection", "costtable", "twopass", "chain")
 
 
@@ -253,8 +254,8 @@ def _exact_candidates(why_not: Callable[[Solver], list[str]], order: list[str]
     return ok, reasons
 
 
-def _refusal(what: str, reasons: list[str]) -> UnsupportedProblem:
-    return UnsupportedProblem(f"no registered solver can solve {what} exactly:\n  " + "\n  ".join(reasons))
+def _refusal(task: str, reasons: list[str]) -> UnsupportedProblem:
+    return UnsupportedProblem(f"no registered solver can {task} exactly:\n  " + "\n  ".join(reasons))
 
 
 def choose(problem: Problem) -> Solver:
@@ -266,25 +267,25 @@ def choose(problem: Problem) -> Solver:
     """
     ok, reasons = _exact_candidates(lambda s: s.unsupported(problem), preference(problem_class(problem)))
     if not ok:
-        raise _refusal("this problem", reasons)
+        raise _refusal("solve this problem", reasons)
     return ok[0]
 
 
 # ---------------------------------------------------------------------------------- the door
-def check_solver(solver: str | Solver, probe: Problem, *, what: str = "this problem") -> Solver:
+def check_solver(solver: str | Solver, probe: Problem, *, task: str = "solve this problem") -> Solver:
     """The one door to the solvers: the plug-in that will solve problems shaped like ``probe``,
     checked before any noise is drawn.
 
     Every mechanism family calls this with a probe of its own shape, built from public structure
     only (the same objective, integrality, features, bounds and rows, and the public magnitude:
-    e.g. a TopDown level at the public root total, PGSR's whole model at ``nodes x G``), so that
+    e.g. a TopDown level at the public root total, PGSR's whole model over ``nodes x G``), so that
     whatever depends only on public structure is refused before the budget is spent.
 
     Args:
         solver: a registered name, ``"auto"`` (the first exact plug-in that accepts the probe), or
             a :class:`Solver` instance.
         probe: the family's probe problem.
-        what: how messages name the problem ("a TopDown level (linf, integer)", ...).
+        task: what the family asks, for messages ("post-process a TopDown level (linf, integer)").
 
     Returns:
         The plug-in (for ``"auto"``: the one ``auto`` picks for the probe; the mechanism may keep
@@ -299,21 +300,21 @@ def check_solver(solver: str | Solver, probe: Problem, *, what: str = "this prob
     elif isinstance(solver, str) and solver == "auto":
         ok, reasons = _exact_candidates(lambda c: c.unsupported(probe), preference(problem_class(probe)))
         if not ok:
-            raise _refusal(what, reasons)
+            raise _refusal(task, reasons)
         return ok[0]
     elif isinstance(solver, str):
         try:
             s = get(solver)
         except KeyError as exc:
-            raise UnsupportedProblem(f"{what}: {exc.args[0]}") from None
+            raise UnsupportedProblem(f"cannot {task}: {exc.args[0]}") from None
     else:
-        raise UnsupportedProblem(f"{what}: solver must be a registered name, 'auto' or a hierdp.solvers.Solver, "
-                                 f"got {type(solver).__name__}")
+        raise UnsupportedProblem(f"cannot {task}: the solver must be a registered name, 'auto' or a "
+                                 f"hierdp.solvers.Solver, got {type(solver).__name__}")
     if not s.available():
-        raise UnsupportedProblem(f"solver {s.name!r} cannot solve {what}: its back end cannot be imported here")
+        raise UnsupportedProblem(f"solver {s.name!r} cannot {task}: its back end cannot be imported here")
     why = s.unsupported(probe)
     if why:
-        raise UnsupportedProblem(f"solver {s.name!r} cannot solve {what} exactly: " + "; ".join(why))
+        raise UnsupportedProblem(f"solver {s.name!r} cannot {task} exactly: " + "; ".join(why))
     return s
 
 
@@ -378,7 +379,7 @@ def solve(
     if isinstance(solver, str) and solver == "auto":
         candidates, reasons = _exact_candidates(lambda c: c.unsupported(problem), preference(problem_class(problem)))
         if not candidates:
-            raise _refusal("this problem", reasons)
+            raise _refusal("solve this problem", reasons)
         sol = _solve_walking(problem, candidates, deadline, verify, options)
     else:
         s = solver if isinstance(solver, Solver) else get(solver)
@@ -625,7 +626,7 @@ def solve_groups(
         lambda c: unsupported_groups(c, values, offsets, totals, objective=objective, integer=integer,
                                      weights=weights), order)
     if not candidates:
-        raise _refusal("these groups", reasons)
+        raise _refusal("solve these groups", reasons)
     deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
     tried: list[dict[str, Any]] = []
     last: SolverFailed | None = None

@@ -45,9 +45,6 @@ class GroupSizeMechanism(Mechanism):
     #: which vector each level measures: "histogram", "cumulative" or "level_vector"
     measurement = "histogram"
     default_solver = "costtable"
-    #: features the post-processing problem has (a solver lacking one is refused before noise)
-    needed_features: frozenset[str] = frozenset()
-    needs_integer = True
     consistent = True
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, budget: Budget | None = None,
@@ -80,52 +77,34 @@ class GroupSizeMechanism(Mechanism):
         self.solver_options = dict(solver_options or {})
         self.solver = self._check_solver(solver if solver is not None else self.default_solver)
 
-    # ------------------------------------------------------------------ options
-    def _features(self) -> set[str]:
-        f = set(self.needed_features)
-        if self.region_totals_public:
-            f.add("linear_constraints")
-        return f
+    # ------------------------------------------------------------------ the solver, through the registry's door
+    def _model(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()) -> Any:
+        """The post-processing :class:`~hierdp.models.Problem` posed from the noisy ``(K, n_regions)``
+        vectors (the mechanisms that solve one model implement it)."""
+        raise NotImplementedError
 
-    def _check_solver(self, solver: Any) -> str:
-        """Refuse, before any data, a solver that cannot honour this mechanism's problem."""
-        from hierdp.solvers import get
-        from hierdp.solvers.base import Solver
+    def _probes(self, data: CountOfCounts) -> list[tuple[Any, Any]]:
+        """``(solver, problem)`` for every registry solve of the post-processing, posed on ``data``'s
+        public structure with placeholder targets (no noise, no private count)."""
+        L = data.n_levels
+        return [(self.solver, self._model(data, np.zeros((data.K, data.n_regions), np.int64), [1.0] * L))]
 
-        if solver == "pdlp":
-            if self.needs_integer:
-                raise MechanismParameterError(f"solver 'pdlp' (a first-order QP method) only solves the relaxation "
-                                              f"of the OP baselines, not {self.name}")
-            return "pdlp"
+    def _check_solver(self, solver: Any) -> Any:
+        """Refuse, before any data, a solver that cannot post-process this mechanism's models: the
+        registry's one door (:func:`hierdp.solvers.check_solver`) on each model posed on a tiny
+        public instance (three regions, ``K = 2``)."""
+        self.solver = solver
+        self._through_door(_probe_data())
+        return solver
 
-        try:
-            s = solver if isinstance(solver, Solver) else get(solver)
-        except KeyError as exc:
-            raise MechanismParameterError(f"solver: {exc.args[0]}") from None
-        cap = s.capabilities
-        why = []
-        if "l2" not in cap.objectives:
-            why.append("it does not solve L2 objectives")
-        if self.needs_integer and not cap.integer:
-            why.append("it does not solve integer problems")
-        if not self.needs_integer and not cap.continuous:
-            why.append("it does not solve continuous problems (the relaxation)")
-        for feat in sorted(self._features() - set(cap.features)):
-            why.append({"cumulative": "it cannot honour the cumulative (monotone chain) constraints",
-                        "linear_constraints": "it cannot honour linear constraint rows"
-                        + (" (region_totals_public couples the size subtrees)" if self.region_totals_public
-                           else ""),
-                        "query_terms": "it cannot honour query-term objectives"}.get(feat, f"it lacks {feat}"))
-        why.extend(self._solver_structure_refusal(s.name))
-        if why:
-            raise MechanismParameterError(f"solver {s.name!r} cannot post-process {self.name}: " + "; ".join(why))
-        return s.name if not isinstance(solver, Solver) else solver  # type: ignore[return-value]
+    def _through_door(self, data: CountOfCounts) -> None:
+        """Every post-processing model of ``data``'s public structure through the registry's door
+        (placeholder targets: a consistent point; the shape, size, bounds and magnitude are the
+        release's own), so a model the solver refuses on public grounds is refused before noise."""
+        from hierdp.solvers import check_solver
 
-    def _solver_structure_refusal(self, name: str) -> list[str]:
-        # every problem but the chain mechanism's has tree consistency, which the chain plug-in refuses
-        if name == "chain":
-            return ["the chain dynamic program solves chains of difference constraints, not tree consistency"]
-        return []
+        for solver, problem in self._probes(data):
+            check_solver(solver, _placeholder_targets(problem), task=f"post-process {self.name}")
 
     @property
     def solver_name(self) -> str:
@@ -184,7 +163,8 @@ class GroupSizeMechanism(Mechanism):
 
         Raises (before any noise): ``TypeError`` for other data, ``ObservedDomainError`` when the
         region domain or ``K`` came from the data and was not declared public,
-        ``MechanismParameterError`` for options that do not fit the data, ``BudgetExceeded``.
+        ``MechanismParameterError`` for options that do not fit the data, ``UnsupportedProblem``
+        when the solver refuses this release's model on its public structure, ``BudgetExceeded``.
         After noise, a solver failure raises :class:`ReleaseAborted` (spends attached).
         """
         _check_count_of_counts(data, self.name)
@@ -199,6 +179,9 @@ class GroupSizeMechanism(Mechanism):
         culprit = f"epsilon={float(self.spec.budget.epsilon)!r}"
         scales = [laplace_scale(parts[lev], sens[lev], culprit=culprit) for lev in range(L)]
         self._check_data(data)
+        # the models of this release's public structure (regions, K, G): a solver that refuses one
+        # (e.g. too large an exact model, nodes x G) is refused now, before any noise
+        self._through_door(data)
         t0 = time.perf_counter()
         ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
         noisy = self._measure(ctx, data, parts, scales, sens)
@@ -234,27 +217,13 @@ class GroupSizeMechanism(Mechanism):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared post-processing
-    def _solve(self, problem: Any) -> Any:
-        """Solve through the registry, then check feasibility independently of the plug-in
-        (``Problem.violations``: every constraint, from the parent array and the rows). The
-        registry's own ``verify`` adds L-inf group checks, irrelevant to these L2 problems and
-        slow on millions of chain rows, so it is replaced by this check."""
+    def _solve(self, problem: Any, solver: Any = None) -> Any:
+        """Solve through the registry (``verify``: every constraint checked independently of the
+        plug-in, exactly for integer models)."""
         from hierdp.solvers import solve
-        from hierdp.solvers.base import Solution, SolutionStatus, SolverFailed, Termination
 
-        if self.solver == "pdlp":
-            from hierdp.mechanisms.pgsr._pdlp import solve_relaxation
-
-            x, st = solve_relaxation(problem, time_limit=self.time_limit, **self.solver_options)
-            return Solution(values=x, objective=problem.objective_value(x), termination=Termination.OPTIMAL, solver="pdlp",
-                            wall_time=st["seconds"], stats=st)
-        sol = solve(problem, solver=self.solver, time_limit=self.time_limit, verify=False,
-                           **self.solver_options)
-        bad = problem.violations(sol.values)
-        if bad:
-            raise SolverFailed(self.solver_name, Termination.OPTIMAL, "; ".join(bad), solution_status=SolutionStatus.INFEASIBLE,
-                               refuted_by="feasibility")
-        return sol
+        return solve(problem, solver=self.solver if solver is None else solver, time_limit=self.time_limit,
+                     **(self.solver_options if solver is None else {}))
 
     def _add_region_totals_rows(self, problem: Any, data: CountOfCounts, dp: DynProgTree) -> None:
         """``sum_k c_{(k, r)} = G_r`` for every region (one CSR block)."""
@@ -277,3 +246,21 @@ def _check_count_of_counts(data: Any, name: str) -> None:
             or all(hasattr(data, a) for a in ("by_size", "regions", "dynprog_tree", "K"))):
         raise TypeError(f"{name} releases a CountOfCounts (hierdp.hierarchy.count_of_counts), got "
                         f"{type(data).__name__}")
+
+
+def _probe_data() -> CountOfCounts:
+    """A tiny public instance (a root and two leaf regions, ``K = 2``): the shape of every group-size
+    model, for the solver check at construction."""
+    from hierdp.hierarchy.core import Hierarchy
+
+    regions = Hierarchy.from_arrays(["all", "a", "b"], [-1, 0, 0], level_names=["root", "leaf"])
+    return CountOfCounts.from_histograms(regions, [[1, 1], [2, 0]], K=2)
+
+
+def _placeholder_targets(problem: Any) -> Any:
+    """``problem`` with every target replaced by a consistent point of its public fixed values (the
+    door's probe: the same structure, size, bounds and rows, and no private count)."""
+    from hierdp.models.arrays import consistent_point
+
+    z = consistent_point(problem.with_target(np.full(problem.n, np.nan)))
+    return problem.with_target(np.where(np.isnan(problem.target), np.nan, z))

@@ -56,6 +56,7 @@ from hierdp.mechanisms.pgsr.problems import (
     chain_problem,
     chain_target_variances,
     cumulative_problem,
+    cumulative_projection_problem,
     histogram_problem,
     prefix_problem,
 )
@@ -78,7 +79,8 @@ class MH(GroupSizeMechanism):
 
     ``solver``: ``"highs"`` (default; exact integer L2 as a PWL-epigraph MIP) or ``"ortools"``
     (CP-SAT); the relaxation needs a continuous QP solver: ``highs`` (small instances) or
-    ``"pdlp"`` (OR-Tools' first-order QP method, relative tolerance 1e-8: census scale).
+    ``"pdlp"`` (the registry's OR-Tools first-order QP plug-in, relative tolerance 1e-8: census
+    scale).
     """
 
     name = "M_H"
@@ -89,7 +91,6 @@ class MH(GroupSizeMechanism):
         if relaxed not in (True, False):
             raise MechanismParameterError(f"relaxed must be True or False, got {relaxed!r}")
         self.relaxed = bool(relaxed)
-        self.needs_integer = not self.relaxed
         self.consistent = not self.relaxed
         if self.relaxed:
             self.name = "M_H relaxed"
@@ -104,13 +105,17 @@ class MH(GroupSizeMechanism):
                     "guaranteed; count_violations() gives #CV",)
         return ()
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
+    def _model(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()) -> Any:
         dp = data.dynprog_tree()
         problem = histogram_problem(dp, noisy, integer=not self.relaxed)
         if self.region_totals_public:
             self._add_region_totals_rows(problem, data, dp)
-        sol = self._solve(problem)
+        return problem
+
+    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
+        dp = data.dynprog_tree()
+        sol = self._solve(self._model(data, noisy, scales))
         info = {"objective": float(sol.objective), "solver_seconds": float(sol.wall_time)}
         if self.relaxed:
             return np.maximum(round_half_up(dp.to_by_size(sol.values)), 0), info
@@ -130,12 +135,14 @@ class MDynProg(GroupSizeMechanism):
                 "dynamic program cannot honour; use MH (exact) with solver 'highs' or 'ortools'")
         super().__init__(epsilon, delta, **kwargs)
 
+    def _model(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()) -> Any:
+        return histogram_problem(data.dynprog_tree(), noisy)
+
     def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
                      ) -> tuple[np.ndarray, dict[str, Any]]:
-        dp = data.dynprog_tree()
-        sol = self._solve(histogram_problem(dp, noisy))
-        return _dynprog_solution(dp, sol.values), {"objective": float(sol.objective),
-                                              "solver_seconds": float(sol.wall_time)}
+        sol = self._solve(self._model(data, noisy, scales))
+        return _dynprog_solution(data.dynprog_tree(), sol.values), {"objective": float(sol.objective),
+                                                                    "solver_seconds": float(sol.wall_time)}
 
 
 class MHC(GroupSizeMechanism):
@@ -160,17 +167,12 @@ class MHC(GroupSizeMechanism):
             raise MechanismParameterError(f"formulation must be 'cumulative' or 'prefix', got {formulation!r}")
         self.relaxed = bool(relaxed)
         self.formulation = formulation
-        self.needs_integer = not self.relaxed
         self.consistent = not self.relaxed
-        self.needed_features = frozenset({"cumulative"} if formulation == "cumulative" else {"query_terms"})
         if self.relaxed:
             self.name = "M_HC relaxed"
         if formulation == "prefix" and kwargs.get("region_totals_public"):
             raise MechanismParameterError("formulation='prefix' does not pose region totals; use 'cumulative'")
         super().__init__(epsilon, delta, **kwargs)
-
-    def _features(self) -> set[str]:
-        return set(self.needed_features)  # region totals are fixed nodes in cumulative variables
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "relaxed": self.relaxed, "formulation": self.formulation}
@@ -181,18 +183,20 @@ class MHC(GroupSizeMechanism):
                     "faithfulness are not guaranteed; count_violations() gives #CV",)
         return ()
 
+    def _model(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()) -> Any:
+        if self.formulation == "prefix":
+            return prefix_problem(data, noisy, integer=not self.relaxed)
+        # region totals (when public) are fixed nodes in cumulative variables
+        return cumulative_problem(data, noisy, integer=not self.relaxed, region_totals_public=self.region_totals_public)
+
     def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
                      ) -> tuple[np.ndarray, dict[str, Any]]:
         n, K = data.n_regions, data.K
+        sol = self._solve(self._model(data, noisy, scales))
         if self.formulation == "prefix":
-            p = prefix_problem(data, noisy, integer=not self.relaxed)
-            sol = self._solve(p)
             x = data.dynprog_tree().to_by_size(sol.values)
             s = np.cumsum(x, axis=0)
         else:
-            p = cumulative_problem(data, noisy, integer=not self.relaxed,
-                                   region_totals_public=self.region_totals_public)
-            sol = self._solve(p)
             s = np.asarray(sol.values).reshape(K, n)
         info = {"objective": float(sol.objective), "solver_seconds": float(sol.wall_time)}
         if self.relaxed:
@@ -203,10 +207,12 @@ class MHC(GroupSizeMechanism):
 
 class CumulativeDynProg(GroupSizeMechanism):
     """The approximate DP cumulative mechanism (§9.1, Alg. 2): per-region cumulative counts
-    (Lemma 6), each region's vector projected onto ``0 <= s_1 <= ... <= s_K`` (PAVA, then the lower
-    bound), rounded half up (monotone, so ``Γ⁻¹ >= 0``), mapped back by Γ⁻¹; then M_DP (the
-    cost-table dynamic program) makes the histograms consistent and faithful. Not Model 2's optimum: the
-    cumulative consistency is restored region by region."""
+    (Lemma 6), each region's vector projected onto ``0 <= s_1 <= ... <= s_K`` (continuous L2 under
+    monotone chains: the registry's ``chain`` plug-in, PAVA then the lower bound), rounded half up
+    (monotone, so ``Γ⁻¹ >= 0``), mapped back by Γ⁻¹; then M_DP (the cost-table dynamic program)
+    makes the histograms consistent and faithful. Not Model 2's optimum: the cumulative consistency
+    is restored region by region. The release's ``solver`` names both plug-ins
+    (``"chain+costtable"``)."""
 
     name = "approx cumulative dynamic program"
     measurement = "cumulative"
@@ -218,18 +224,29 @@ class CumulativeDynProg(GroupSizeMechanism):
                                           "dynamic program of this mechanism cannot honour it (use MHC)")
         super().__init__(epsilon, delta, **kwargs)
 
+    #: the plug-in of the per-region projection onto monotone cumulatives
+    projection_solver = "chain"
+
+    def _probes(self, data: CountOfCounts) -> list[tuple[Any, Any]]:
+        zeros = np.zeros((data.K, data.n_regions), np.int64)
+        return [(self.projection_solver, cumulative_projection_problem(zeros)),
+                (self.solver, histogram_problem(data.dynprog_tree(), zeros))]
+
+    @property
+    def solver_name(self) -> str:
+        """Both registered plug-ins: ``"<projection>+<post-processing>"``."""
+        return f"{self.projection_solver}+{super().solver_name}"
+
     def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
                      ) -> tuple[np.ndarray, dict[str, Any]]:
-        from hierdp.solvers._isotonic import clip_isotonic
-
-        proj = np.empty(noisy.shape)
-        for r in range(noisy.shape[1]):  # one compiled PAVA per region (K values each)
-            proj[:, r] = clip_isotonic(noisy[:, r].astype(float), lower=0.0)
+        projected = self._solve(cumulative_projection_problem(noisy), self.projection_solver)
+        proj = np.asarray(projected.values, dtype=float).reshape(noisy.shape)
         targets = inverse_cumulative(round_half_up(proj))
         dp = data.dynprog_tree()
         sol = self._solve(histogram_problem(dp, targets))
         return _dynprog_solution(dp, sol.values), {"objective": float(sol.objective),
-                                              "solver_seconds": float(sol.wall_time)}
+                                                   "solver_seconds": float(sol.wall_time + projected.wall_time),
+                                                   "projection_solver": projected.solver}
 
 
 class ChainDynProg(GroupSizeMechanism):
@@ -247,7 +264,6 @@ class ChainDynProg(GroupSizeMechanism):
 
     name = "chain dynamic program"
     default_solver = "chain"
-    needed_features = frozenset({"cumulative", "linear_constraints"})
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, measure: str = "per_region",
                  weighting: str = "uniform", **kwargs: Any) -> None:
@@ -266,27 +282,30 @@ class ChainDynProg(GroupSizeMechanism):
     def params(self) -> dict[str, Any]:
         return {**super().params(), "measure": self.measure, "weighting": self.weighting}
 
-    def _solver_structure_refusal(self, name: str) -> list[str]:
-        return []
-
     def notes(self) -> tuple[str, ...]:
         if self.measure == "level_vector":
             return ("level-wide cumulative vectors calibrated to their sensitivity m_l (regions per level), not 1",)
         return ()
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
+    def _chain(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float]) -> tuple[Any, np.ndarray]:
         lp = data.regions.level_ptr
         targets = chain_targets_from_region_cumulatives(noisy, lp) if self.measure == "per_region" else noisy
         weights = None
         if self.weighting == "inverse_variance":
             weights = 1.0 / chain_target_variances(lp, data.K, scales, self.measure)
-        p, order = chain_problem(data, targets, weights=weights)
+        return chain_problem(data, targets, weights=weights)
+
+    def _model(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()) -> Any:
+        return self._chain(data, noisy, scales)[0]
+
+    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
+                     ) -> tuple[np.ndarray, dict[str, Any]]:
+        p, order = self._chain(data, noisy, scales)
         sol = self._solve(p)
         s_nodes = np.empty(order.size, np.int64)
         s_nodes[order] = np.asarray(sol.values, dtype=np.int64)
         level_values = s_nodes[1:].reshape(data.K, data.n_regions)
-        return chain_to_histograms(level_values, lp), {"objective": float(sol.objective),
+        return chain_to_histograms(level_values, data.regions.level_ptr), {"objective": float(sol.objective),
                                                        "solver_seconds": float(sol.wall_time)}
 
 
@@ -304,6 +323,11 @@ class GroupSizeTopDown(GroupSizeMechanism):
             raise MechanismParameterError("region_totals_public=True couples the size subtrees; TopDown's per-group "
                                           "solves cannot honour it (use MHC or MH)")
         super().__init__(epsilon, delta, **kwargs)
+
+    def _probes(self, data: CountOfCounts) -> list[tuple[Any, Any]]:
+        from hierdp.mechanisms.topdown.level_solver import level_probe
+
+        return [(self.solver, level_probe("l2", True))]  # every (parent, size) group: an integer L2 level
 
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Accountant | None = None, progress: bool = False) -> NodeHistogramRelease:

@@ -49,23 +49,19 @@ def consistent_tree(parent: np.ndarray, noisy: np.ndarray, variances: np.ndarray
 
 
 def check_consistency_solver(solver: Any, what: str = "consistency_solver", *, unmeasured_root: bool = False) -> None:
-    """Refuse, before any data is seen, a solver that cannot solve the consistency Problem: an
-    unknown name, or a plug-in whose capabilities exclude its shape (continuous weighted L2 over a
-    tree, signed values; ``unmeasured_root``: AG's root has no measurement). ``"auto"`` and solver
-    objects are left to the registry."""
-    from hierdp.mechanisms.base import MechanismParameterError
+    """Refuse, before any data is seen, a solver that cannot solve the consistency Problem, through
+    the registry's one door (:func:`hierdp.solvers.check_solver`) on a probe of its shape (continuous
+    weighted L2 over a tree, signed values; ``unmeasured_root``: AG's root has no measurement).
+    ``None`` (no consistency step) passes.
 
-    if solver is None or solver == "auto" or not isinstance(solver, str):
+    Raises:
+        UnsupportedProblem: an unknown name, or a plug-in that cannot solve the probe (its reasons).
+    """
+    if solver is None:
         return
-    try:
-        plugin = solver_registry.get(solver)
-    except KeyError as exc:
-        raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
     # a depth-2 tree with signed targets and unequal variances: the shape the releases pose
     probe = tree_problem(np.array([-1, 0, 0, 1, 1, 2, 2]),
                          np.array([np.nan if unmeasured_root else 4.0, 3.0, -1.0, 2.0, 0.5, -2.0, 1.0]),
                          np.array([1.0, 2.0, 2.0, 5.0, 5.0, 5.0, 5.0]))
-    why = plugin.unsupported(probe)
-    if why:
-        raise MechanismParameterError(f"{what} {solver!r} cannot solve the tree's consistency problem (continuous "
-                                      f"weighted least squares, signed values): {'; '.join(why)}")
+    solver_registry.check_solver(solver, probe, task=f"solve the tree's consistency problem as {what} (continuous "
+                                                    "weighted least squares, signed values)")
