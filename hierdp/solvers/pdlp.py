@@ -10,7 +10,10 @@ other.
 
 Exactness: within its tolerance. PDLP stops when the relative primal and dual residuals and the
 duality gap are below ``tolerance`` (default 1e-8); the returned point is clipped to the variable
-bounds (exact), rows hold to the residual. The dual objective is the :attr:`Solution.bound`, so
+bounds (exact), rows hold to the residual. The model is written in ``d = y - z`` for a consistent
+point ``z`` near the targets (:func:`~hierdp.models.arrays.consistent_point`), as ``highs`` does:
+at counts of 10^9 and beyond PDLP otherwise declared feasible problems infeasible (the fuzz
+suite's ``free_sign_big`` family). The dual objective is the :attr:`Solution.bound`, so
 ``verify`` checks ``bound <= objective``. The stated tolerance of continuous answers (what
 ``verify`` applies to every row, sum and bound, scaled to its own magnitude) is 1e-6.
 """
@@ -23,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from hierdp.models.arrays import consistent_point
 from hierdp.models.problem import Problem
 from hierdp.solvers.base import Capabilities, Solution, Solver, Termination, finish
 
@@ -93,22 +97,29 @@ class PdlpSolver(Solver):
             lo_rows = np.concatenate([lo_rows, rows.lower])
             hi_rows = np.concatenate([hi_rows, rows.upper])
         free = problem.is_free
+        z = consistent_point(problem)  # the model in d = y - z: small numbers whatever the counts
+        z = np.where(np.isfinite(z), z, 0.0)
         w = np.where(free & ~np.isnan(problem.target), problem.weights, 0.0)
-        t = np.nan_to_num(problem.target)
+        t = np.nan_to_num(problem.target) - z
+        act = cons @ z
+        lo_d, hi_d = lo_rows - act, hi_rows - act
+        if internal.size:  # z is consistent: its consistency residuals are round-off; the rows stay = 0
+            lo_d[:internal.size] = 0.0
+            hi_d[:internal.size] = 0.0
         qp = pdlp.QuadraticProgram()
         qp.resize_and_initialize(n, cons.shape[0])
         qp.objective_vector = -2.0 * w * t
         qp.set_objective_matrix_diagonal(2.0 * w)
         qp.objective_offset = float((w * t * t).sum())
         qp.constraint_matrix = cons
-        qp.constraint_lower_bounds = lo_rows
-        qp.constraint_upper_bounds = hi_rows
+        qp.constraint_lower_bounds = lo_d
+        qp.constraint_upper_bounds = hi_d
         lb = np.array(problem.effective_lower, dtype=float)
         ub = np.array(problem.upper, dtype=float)
         lb[~free] = problem.fixed[~free]
         ub[~free] = problem.fixed[~free]
-        qp.variable_lower_bounds = lb
-        qp.variable_upper_bounds = ub
+        qp.variable_lower_bounds = lb - z
+        qp.variable_upper_bounds = ub - z
         params = solvers_pb2.PrimalDualHybridGradientParams()
         crit = params.termination_criteria.simple_optimality_criteria
         crit.eps_optimal_relative = float(opts.tolerance)
@@ -119,7 +130,7 @@ class PdlpSolver(Solver):
         res = pdlp.primal_dual_hybrid_gradient(qp, params)
         log = res.solve_log
         reason = log.termination_reason
-        x = np.clip(np.asarray(res.primal_solution, dtype=float), lb, ub)  # bounds are exact; rows hold to the residual
+        x = np.clip(np.asarray(res.primal_solution, dtype=float) + z, lb, ub)  # bounds exact; rows to the residual
         stats: dict[str, Any] = {
             "iterations": int(log.iteration_count), "tolerance": float(opts.tolerance),
             "termination_reason": solve_log_pb2.TerminationReason.Name(reason),
