@@ -31,6 +31,8 @@ DEFAULT_TOLERANCE = 1e-9
 #: int64 arithmetic is used while a float bound on the absolute sums stays below this (headroom
 #: for the bound's own rounding: the true sums are below 2^62)
 _INT64_SAFE = 2.0 ** 61
+#: float64 sums of integers are exact while every partial sum stays below 2^53 (the bound: 2^52)
+_FLOAT_EXACT = 2.0 ** 52
 
 
 def as_integers(values: np.ndarray) -> np.ndarray | None:
@@ -66,8 +68,12 @@ def _exact_rows(matrix: Any, lower: np.ndarray, upper: np.ndarray, y: np.ndarray
     fast = all_integral & (size < _INT64_SAFE)
     if fast.any():
         take = fast[row]
-        act = np.zeros(m, np.int64)
-        np.add.at(act, row[take], data[take].astype(np.int64) * y[idx[take]])
+        prod = data[take].astype(np.int64) * y[idx[take]]
+        if size[fast].max() < _FLOAT_EXACT:  # partial sums below 2^53: float64 sums are exact
+            act = np.rint(np.bincount(row[take], weights=prod.astype(float), minlength=m)).astype(np.int64)
+        else:
+            act = np.zeros(m, np.int64)
+            np.add.at(act, row[take], prod)
         lo_i, hi_i = _int_bound(np.where(np.isfinite(lower), lower, 0.0), "lower"), \
             _int_bound(np.where(np.isfinite(upper), upper, 0.0), "upper")
         bad |= fast & np.isfinite(lower) & (act < lo_i)
@@ -110,7 +116,10 @@ def _exact_sums(parent: np.ndarray, y: np.ndarray, n: int) -> np.ndarray:
     kids = np.flatnonzero(has_parent)
     nch = np.bincount(parent[kids], minlength=n)
     size = np.bincount(parent[kids], weights=np.abs(y[kids].astype(float)), minlength=n) + np.abs(y.astype(float))
-    if not size.size or size.max() < _INT64_SAFE:
+    if not size.size or size.max() < _FLOAT_EXACT:  # every partial sum an integer below 2^53: exact in float64
+        sums_f = np.bincount(parent[kids], weights=y[kids].astype(float), minlength=n)
+        return (nch > 0) & (sums_f != y.astype(float))
+    if size.max() < _INT64_SAFE:
         sums = np.zeros(n, np.int64)
         np.add.at(sums, parent[kids], y[kids])
         return (nch > 0) & (sums != y)

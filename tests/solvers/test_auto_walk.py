@@ -153,3 +153,5 @@ def test_auto_picks_the_measured_order_per_class():
         assert order[:5] == ["intopt", "projection", "costtable", "twopass", "chain"]
         general = registry.GENERAL_ORDER.get(cls, registry._DEFAULT_GENERAL)
         assert set(general) == {"highs", "ortools", "pdlp"} and tuple(order[5:8]) == general
+    # the measured order: CP-SAT leads integer L∞ (docs/solvers.md, "The researchers' table")
+    assert hierdp.solvers.preference(("linf", True, True))[5] == "ortools"
