@@ -26,17 +26,7 @@ KNOWN_CYCLES = {
     frozenset({"hierdp.solvers.base", "hierdp.solvers.registry"}): "solvb: the default solve_groups in the registry",
     frozenset({"hierdp.mechanisms.topdown.mechanism", "hierdp.scale.executors"}):
         "wave 2: the engine over histogram nodes runs a picklable level task scale/ imports",
-    frozenset({"hierdp.constraints.fileio", "hierdp.constraints.resolve", "hierdp.constraints.spec"}):
-        "cons: spec, resolve and fileio import each other",
 }
-
-#: (from main's merge) release/base.py's intervals() imports hierdp.intervals, which imports the
-#: mechanisms and the releases: one large cycle through release/, intervals/, mechanisms/ and scale/
-#: that its owner (intervals) opens by moving the dispatch out of release/; until then a cycle whose
-#: modules all lie in these packages and which contains this edge is reported, not failed
-INTERVALS_EDGE = ("hierdp.release.base", "hierdp.intervals")
-_INTERVALS_PACKAGES = ("hierdp.release", "hierdp.intervals", "hierdp.mechanisms", "hierdp.scale")
-
 
 def _graph() -> nx.DiGraph:
     g = grimp.build_graph("hierdp", include_external_packages=False, exclude_type_checking_imports=True)
@@ -51,12 +41,7 @@ def _graph() -> nx.DiGraph:
 def test_no_import_cycle_in_hierdp_beyond_the_named_ones() -> None:
     g = _graph()
     cycles = [frozenset(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
-
-    def through_intervals(c: frozenset[str]) -> bool:
-        return (set(INTERVALS_EDGE) <= c and g.has_edge(*INTERVALS_EDGE)
-                and all(m.startswith(_INTERVALS_PACKAGES) for m in c))
-
-    unexpected = [sorted(c) for c in cycles if c not in KNOWN_CYCLES and not through_intervals(c)]
+    unexpected = [sorted(c) for c in cycles if c not in KNOWN_CYCLES]
     assert unexpected == [], f"import cycles: {unexpected}"
 
 

@@ -18,9 +18,14 @@ Layout (chosen by ``--unit``)::
   ``pgsr_chain_dp``, ``pgsr_topdown``); ``--epsilon`` only (pure ε-DP; ``--rho``, ``--unbounded``,
   ``--contributions`` other than 1 and ``--distinct-pairs`` are refused: the neighbour relation is
   one person added to or removed from an existing group); ``--region-totals-public`` adds the
-  public per-region group totals (general solvers only).
+  public per-region group totals (general solvers only);
+* ``--constraints FILE``: public constraints over regions and sizes (docs/constraints.md), read
+  before the input, bound and checked for feasibility before any noise; ``--constraints-failsafe``
+  applies to ``pgsr_topdown`` only (the other mechanisms' feasible sets are decided in full before
+  any noise).
 
-The output has one row per (region, size): ``level, level_name, node, parent, size, value``.
+The output has one row per (region, size): ``level, level_name``, one column per region level,
+``node, parent, size, value``; ``OUT.accounting.json`` beside it holds the accounting.
 Everything that can be refused is refused before the input is read and before any noise.
 """
 
@@ -32,14 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from hierdp.cli.common import (
+    check_accounting_target,
     check_randomness_flags,
+    input_text,
     positive_int,
     randomness_text,
+    save_output,
     seed_for_run,
     split_columns,
 )
 from hierdp.cli.console import finish_release, show_progress
-from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
+from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table
 from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
 
 __all__ = ["add_group_size_arguments", "check_group_size_arguments", "domain_text", "read_count_of_counts",
@@ -137,10 +145,34 @@ def _mechanism(args: argparse.Namespace, name: str) -> Any:
         params["time_limit"] = args.time_limit
     if args.region_totals_public:
         params["region_totals_public"] = True
+    params.update(_constraint_params(args, name))
     try:
         return registry.create(name, **params)
     except (PrivacyError, MechanismParameterError) as exc:
         raise CliError(f"--mechanism {name}: {exc}") from None
+
+
+def _constraint_params(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """``constraints=`` from ``--constraints FILE``, read now (a bad line is refused before any input)."""
+    from hierdp.constraints import ConstraintError, Constraints
+
+    failsafe = bool(getattr(args, "constraints_failsafe", False))
+    path = getattr(args, "constraints", None)
+    if path is None:
+        if failsafe:
+            raise CliError("--constraints-failsafe needs --constraints FILE")
+        return {}
+    if failsafe and name != "pgsr_topdown":
+        raise CliError(f"--constraints-failsafe applies to pgsr_topdown (level by level); --mechanism {name} decides "
+                       "its constraints in full before any noise, so there is nothing to relax")
+    try:
+        constraints = Constraints.read(path)
+    except ConstraintError as exc:
+        raise CliError(f"--constraints {path}: {exc}") from None
+    out: dict[str, Any] = {"constraints": constraints}
+    if failsafe:
+        out["on_infeasible"] = "relax"
+    return out
 
 
 def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
@@ -153,6 +185,7 @@ def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
     for f in files:
         check_input_file(f, "input" if f == Path(args.input) else "--geo")
     out = check_output_path(args.output, files, overwrite=args.overwrite)
+    check_accounting_target(out, args.overwrite)
     name = args.mechanism or default_mechanism("groups")
     check_mechanism_fits(name, "groups")
     check_solver_flags(args, name)
@@ -170,18 +203,18 @@ def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
             t_build = time.perf_counter() - t0
             return data, t_build, mech.release(data, seed=seed, progress=show_progress(args))
 
-        data, t_build, rel = run_interruptible(work)
+        data, _build_s, rel = run_interruptible(work)
         frame = rel.to_frame()
-        write_table_atomic(frame, out)
+        side = save_output(rel, out, frame, overwrite=args.overwrite)
         written = True
-        console.say(f"input: {args.input} -> {data!r} (built in {t_build:.2f} s)")
+        console.say(input_text(args.input, data))
         console.say(rel.accounting_text())
         console.say(f"consistency violations (#CV): {rel.count_violations()}; level totals: "
                     + ", ".join(f"{rel.level_names[lev]} {int(rel.values[rel.level == lev].sum()):,}"
                                 for lev in range(rel.n_levels)) + f" (G = {data.G:,})")
-        console.say(f"wrote {len(frame):,} rows (region x size) to {out}")
+        console.say(f"wrote {len(frame):,} rows (region x size) to {out} and its accounting to {side}")
     except KeyboardInterrupt:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    return finish_release(console, args.secure, out)
+    return finish_release(console, rel.params.get("randomness") == "secure", out)

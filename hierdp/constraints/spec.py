@@ -26,19 +26,19 @@ from hierdp.constraints.entries import (
     StructuralZero,
     cells_of,
     levels_of,
-    node_label,
     node_ref,
     number,
     sides,
     terms_of,
 )
 from hierdp.constraints.errors import ConstraintError
+from hierdp.constraints.fileio import read_entries, write_entries
 from hierdp.constraints.records import digest
 
 if TYPE_CHECKING:
     from hierdp.constraints.resolve import ResolvedConstraints
 
-__all__ = ["Constraints"]
+__all__ = ["Constraints", "as_constraints", "read_constraints", "write_constraints"]
 
 
 class Constraints:
@@ -85,25 +85,29 @@ class Constraints:
         return name
 
     def add_linear(self, coeffs: Mapping[Any, Any] | Sequence[tuple[Any, Any]], *, lower: float | None = None,
-                   upper: float | None = None, name: str | None = None) -> Constraints:
+                   upper: float | None = None, cells: Sequence[Any] | None = None,
+                   name: str | None = None) -> Constraints:
         """``lower <= sum(coef * node) <= upper`` over named nodes of any levels.
 
         ``coeffs`` is ``{node: coefficient}`` or a list of ``(node, coefficient)`` pairs (use the
         list when a node is given by level columns, a mapping). TopDown applies the row when the
-        deepest level among its nodes is solved; nodes of coarser levels are then constants.
+        deepest level among its nodes is solved; nodes of coarser levels are then constants. On
+        histograms, ``cells`` makes every term the sum of those cells of its node ("size-1
+        households in A and B at most N": ``add_linear({"A": 1, "B": 1}, cells=[1], upper=N)``).
         """
         name = self._name(name, "linear")
         label = f"linear {name!r}"
         lo, hi = sides(lower, upper, label)
-        return self.add(LinearRow(name, terms_of(coeffs, label), lo, hi))
+        return self.add(LinearRow(name, terms_of(coeffs, label), lo, hi, cells=cells_of(cells, label)))
 
     def add_bounds(self, node: Any, *, lower: float | None = None, upper: float | None = None,
-                   name: str | None = None) -> Constraints:
-        """``lower <= node <= upper`` (bounds of one node; several bounds of a node intersect)."""
+                   cells: Sequence[Any] | None = None, name: str | None = None) -> Constraints:
+        """``lower <= node <= upper`` (bounds of one node; several bounds of a node intersect). On
+        histograms, of the sum of the node's ``cells`` (without ``cells``: of its total)."""
         name = self._name(name, "bounds")
         label = f"bounds {name!r}"
         lo, hi = sides(lower, upper, label)
-        return self.add(NodeBounds(name, node_ref(node, label), lo, hi))
+        return self.add(NodeBounds(name, node_ref(node, label), lo, hi, cells=cells_of(cells, label)))
 
     def add_zero(self, node: Any, *, cells: Sequence[Any] | None = None, name: str | None = None) -> Constraints:
         """A structural zero: the node is 0 (its whole subtree too), or, for histograms, the given
@@ -199,14 +203,10 @@ class Constraints:
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Constraints:
         """Read a constraint file (JSON Lines; errors name the line)."""
-        from hierdp.constraints.fileio import read_constraints
-
         return read_constraints(path)
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write this set as JSON Lines (reading it back gives an equal set)."""
-        from hierdp.constraints.fileio import write_constraints
-
         return write_constraints(self, path)
 
     # ------------------------------------------------------------------ binding
@@ -244,31 +244,35 @@ def _key(e: Entry) -> tuple[Any, ...]:
     return tuple(sorted((k, repr(v)) for k, v in rec.items()))
 
 
-def describe_entry(e: Entry) -> str:
-    """One line: ``'cap': IL/COOK + IN/LAKE <= 5850000``."""
-    def side(lo: Any, hi: Any, expr: str) -> str:
-        if lo is not None and hi is not None:
-            return f"{expr} = {lo}" if lo == hi else f"{lo} <= {expr} <= {hi}"
-        return f"{expr} >= {lo}" if lo is not None else f"{expr} <= {hi}"
+def read_constraints(path: str | os.PathLike[str]) -> Constraints:
+    """Read a constraint file (JSON Lines; see docs/constraints.md).
 
-    def expr_of(terms: Any) -> str:
-        out = []
-        for i, (node, coef) in enumerate(terms):
-            sign = "-" if coef < 0 else "+"
-            mag = abs(coef)
-            term = node_label(node) if mag == 1 else f"{mag}*{node_label(node)}"
-            out.append((("-" if sign == "-" else "") if i == 0 else f" {sign} ") + term)
-        return "".join(out)
+    Raises:
+        ConstraintError: the file is missing or unreadable, or a line is bad (named: ``line 3: ...``),
+            a name is used twice (``duplicate name 'x' (line 3): first used at line 1``).
+    """
+    return Constraints(read_entries(path))
 
-    if isinstance(e, LinearRow):
-        body = side(e.lower, e.upper, expr_of(e.terms))
-    elif isinstance(e, NodeBounds):
-        body = side(e.lower, e.upper, node_label(e.node))
-    elif isinstance(e, StructuralZero):
-        body = f"{node_label(e.node)} = 0" + (f" in cells {list(e.cells)}" if e.cells else "")
-    elif isinstance(e, Invariant):
-        body = f"{node_label(e.node)} = {e.value} (invariant" + (f" of cells {list(e.cells)})" if e.cells else ")")
-    else:
-        where = f"levels {list(e.levels)}" if e.levels else f"{len(e.nodes or ())} nodes"
-        body = side(e.lower, e.upper, expr_of(e.terms)) + f" in every geounit of {where}"
-    return f"{e.name!r}: {body}"
+
+def write_constraints(constraints: Constraints, path: str | os.PathLike[str]) -> Path:
+    """Write ``constraints`` as JSON Lines (a header line, then one entry per line); returns the path.
+    Reading the file back gives an equal set (:func:`read_constraints`)."""
+    return write_entries(constraints, path)
+
+
+def as_constraints(value: Any) -> Constraints | None:
+    """A mechanism's ``constraints=`` argument as a set: a :class:`Constraints`, the path of a
+    constraint file (read now: a bad file is refused before any data is read), or None; an empty
+    set is None (nothing to honour).
+
+    Raises:
+        TypeError: anything else. ConstraintError: a bad file (naming its line).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Constraints):
+        if not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"constraints must be a hierdp.Constraints or the path of a constraint file, got "
+                            f"{type(value).__name__}")
+        value = Constraints.read(value)
+    return value if len(value) else None

@@ -19,6 +19,7 @@ New release types subclass :class:`BaseRelease` and implement the two abstract m
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -26,7 +27,10 @@ import pandas as pd
 
 from hierdp.release.accounting import Accounting
 
-__all__ = ["BaseRelease"]
+__all__ = ["INTERVALS_BACKEND", "BaseRelease"]
+
+#: the module whose ``intervals(release, level, ...)`` serves :meth:`BaseRelease.intervals`
+INTERVALS_BACKEND = "hierdp.intervals"
 
 
 class BaseRelease(ABC):
@@ -63,9 +67,54 @@ class BaseRelease(ABC):
         ``construction=``; see :func:`hierdp.intervals.intervals` for the methods and what each
         interval is (a proven bound, exact, or an estimate: ``frame.attrs["intervals"]``).
         """
-        from hierdp.intervals import intervals
+        # hierdp.intervals sits above the mechanisms (it re-runs their post-processing), which sit
+        # above the releases: it is resolved by name at call time, as the mechanism and solver
+        # registries resolve their plug-ins, so the release layer keeps no static edge upwards
+        backend = importlib.import_module(INTERVALS_BACKEND)
+        return backend.intervals(self, level, method=method, draws=draws, seed=seed, progress=progress, **options)
 
-        return intervals(self, level, method=method, draws=draws, seed=seed, progress=progress, **options)
+    # -- saving and loading (hierdp.release.saved) ------------------------------------------------
+    def save(self, path: Any, *, overwrite: bool = False, frame: pd.DataFrame | None = None) -> Any:
+        """Write the release's table to ``path`` (``.csv``, ``.csv.gz``, ``.parquet``, ``.pq``) and
+        its accounting beside it (``path.accounting.json``; inside a Parquet file too), atomically;
+        ``hierdp.load_release(path)`` reads back an equal release. Returns the accounting's path.
+        ``frame``: the table to write, default :meth:`to_frame`; pass ``release.intervals(0.9)`` to
+        publish the intervals too (the document then states how they were computed).
+        See :mod:`hierdp.release.saved`."""
+        from hierdp.release.saved import save_release
+
+        return save_release(self, path, overwrite=overwrite, frame=frame)
+
+    def _saved_structure(self) -> dict[str, Any]:
+        """What, beside the table, the accounting and the parameters, rebuilds this release (plain
+        JSON, :mod:`hierdp.release.encoding`). Release types override it with :meth:`_from_saved`."""
+        from hierdp.release.encoding import encode
+
+        return {"mechanism": encode(self.mechanism), "solver": encode(getattr(self, "solver", None))}
+
+    def _saved_tables(self) -> dict[str, pd.DataFrame]:
+        """Tables beside the published one that the release holds (e.g. a spatial tree's nodes)."""
+        return {}
+
+    @classmethod
+    def _from_saved(cls, frame: pd.DataFrame, structure: dict[str, Any], *, accounting: Accounting,
+                    params: dict[str, Any], tables: dict[str, pd.DataFrame]) -> BaseRelease:
+        """The release :meth:`save` wrote (the inverse of :meth:`to_frame` and
+        :meth:`_saved_structure`)."""
+        raise NotImplementedError(f"{cls.__name__} cannot be read back from a saved table")
+
+    def __eq__(self, other: object) -> bool:
+        """Equal releases: the same type, published table, accounting, parameters and structure (run
+        diagnostics such as ``timings`` are not compared: they are not part of a saved release)."""
+        if type(other) is not type(self):
+            return NotImplemented
+        from hierdp.release.saved import identity
+
+        if identity(self) != identity(other):
+            return False
+        return _frames_equal(self.to_frame(), other.to_frame())
+
+    __hash__ = None  # type: ignore[assignment]
 
     def accounting_text(self) -> str:
         """Multi-line accounting: mechanism (and solver), guarantee, then one line per part."""
@@ -74,3 +123,8 @@ class BaseRelease(ABC):
                  f"guarantee: {self.guarantee}"]
         lines.extend(self.accounting.lines())
         return "\n".join(lines)
+
+
+def _frames_equal(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Same columns, dtypes and values (NaN equal to NaN)."""
+    return list(a.columns) == list(b.columns) and a.reset_index(drop=True).equals(b.reset_index(drop=True))

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -71,6 +71,14 @@ from hierdp.privacy.domain import ObservedDomainError
 from hierdp.release.histogram import NodeHistogramRelease
 
 __all__ = ["MH", "MHC", "ChainDynProg", "CumulativeDynProg", "GroupSizeTopDown", "MDynProg"]
+
+
+def _histogram_posed(dp: Any, targets: np.ndarray, bound: Any, *, integer: bool = True) -> Any:
+    """Model 1 on the dynamic-programming tree, with the constraint set's bounds and rows when given."""
+    def build(lower: Any, upper: Any) -> Any:
+        return histogram_problem(dp, targets, integer=integer, lower=lower, upper=upper)
+
+    return build(None, None) if bound is None else bound.pose(build, bound.histogram_map())
 
 
 class MH(GroupSizeMechanism):
@@ -105,21 +113,15 @@ class MH(GroupSizeMechanism):
                     "guaranteed; count_violations() gives #CV",)
         return ()
 
-    def _model(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()) -> Any:
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
         dp = data.dynprog_tree()
-        problem = histogram_problem(dp, noisy, integer=not self.relaxed)
+        problem = _histogram_posed(dp, noisy, bound, integer=not self.relaxed)
         if self.region_totals_public:
             self._add_region_totals_rows(problem, data, dp)
-        return problem
-
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
-        dp = data.dynprog_tree()
-        sol = self._solve(self._model(data, noisy, scales))
-        info = {"objective": float(sol.objective), "solver_seconds": float(sol.wall_time)}
         if self.relaxed:
-            return np.maximum(round_half_up(dp.to_by_size(sol.values)), 0), info
-        return _dynprog_solution(dp, sol.values), info
+            return problem, lambda sol: np.maximum(round_half_up(dp.to_by_size(sol.values)), 0)
+        return problem, lambda sol: _dynprog_solution(dp, sol.values)
 
 
 class MDynProg(GroupSizeMechanism):
@@ -135,14 +137,10 @@ class MDynProg(GroupSizeMechanism):
                 "dynamic program cannot honour; use MH (exact) with solver 'highs' or 'ortools'")
         super().__init__(epsilon, delta, **kwargs)
 
-    def _model(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()) -> Any:
-        return histogram_problem(data.dynprog_tree(), noisy)
-
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
-        sol = self._solve(self._model(data, noisy, scales))
-        return _dynprog_solution(data.dynprog_tree(), sol.values), {"objective": float(sol.objective),
-                                                                    "solver_seconds": float(sol.wall_time)}
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
+        dp = data.dynprog_tree()
+        return _histogram_posed(dp, noisy, bound), lambda sol: _dynprog_solution(dp, sol.values)
 
 
 class MHC(GroupSizeMechanism):
@@ -183,26 +181,32 @@ class MHC(GroupSizeMechanism):
                     "faithfulness are not guaranteed; count_violations() gives #CV",)
         return ()
 
-    def _model(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()) -> Any:
-        if self.formulation == "prefix":
-            return prefix_problem(data, noisy, integer=not self.relaxed)
-        # region totals (when public) are fixed nodes in cumulative variables
-        return cumulative_problem(data, noisy, integer=not self.relaxed, region_totals_public=self.region_totals_public)
-
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
         n, K = data.n_regions, data.K
-        sol = self._solve(self._model(data, noisy, scales))
+        integer = not self.relaxed
         if self.formulation == "prefix":
-            x = data.dynprog_tree().to_by_size(sol.values)
-            s = np.cumsum(x, axis=0)
-        else:
-            s = np.asarray(sol.values).reshape(K, n)
-        info = {"objective": float(sol.objective), "solver_seconds": float(sol.wall_time)}
+            dp = data.dynprog_tree()
+
+            def build_prefix(lower: Any, upper: Any) -> Any:
+                return prefix_problem(data, noisy, integer=integer, lower=lower, upper=upper)
+
+            p = build_prefix(None, None) if bound is None else bound.pose(build_prefix, bound.histogram_map())
+            return p, lambda sol: self._from_cumulative(np.cumsum(dp.to_by_size(sol.values), axis=0))
+
+        def build(lower: Any, upper: Any) -> Any:
+            return cumulative_problem(data, noisy, integer=integer, region_totals_public=self.region_totals_public,
+                                      lower=lower, upper=upper)
+
+        p = build(None, None) if bound is None else bound.pose(build, bound.cumulative_map())
+        return p, lambda sol: self._from_cumulative(np.asarray(sol.values).reshape(K, n))
+
+    def _from_cumulative(self, s: np.ndarray) -> np.ndarray:
+        """Γ⁻¹ of the solved cumulatives (the relaxation: running maximum and rounding first)."""
         if self.relaxed:
             s = round_half_up(np.maximum.accumulate(np.asarray(s, dtype=float), axis=0))
-            return np.maximum(inverse_cumulative(s), 0), info
-        return inverse_cumulative(np.asarray(s, dtype=np.int64)), info
+            return np.maximum(inverse_cumulative(s), 0)
+        return inverse_cumulative(np.rint(np.asarray(s, dtype=float)).astype(np.int64))
 
 
 class CumulativeDynProg(GroupSizeMechanism):
@@ -230,23 +234,19 @@ class CumulativeDynProg(GroupSizeMechanism):
     def _probes(self, data: CountOfCounts) -> list[tuple[Any, Any]]:
         zeros = np.zeros((data.K, data.n_regions), np.int64)
         return [(self.projection_solver, cumulative_projection_problem(zeros)),
-                (self.solver, histogram_problem(data.dynprog_tree(), zeros))]
+                (self.solver, _histogram_posed(data.dynprog_tree(), zeros, None))]
 
     @property
     def solver_name(self) -> str:
         """Both registered plug-ins: ``"<projection>+<post-processing>"``."""
         return f"{self.projection_solver}+{super().solver_name}"
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
-        projected = self._solve(cumulative_projection_problem(noisy), self.projection_solver)
-        proj = np.asarray(projected.values, dtype=float).reshape(noisy.shape)
-        targets = inverse_cumulative(round_half_up(proj))
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
+        projected = self._solve(cumulative_projection_problem(noisy), self.projection_solver, {})
+        targets = inverse_cumulative(round_half_up(np.asarray(projected.values, dtype=float).reshape(noisy.shape)))
         dp = data.dynprog_tree()
-        sol = self._solve(histogram_problem(dp, targets))
-        return _dynprog_solution(dp, sol.values), {"objective": float(sol.objective),
-                                                   "solver_seconds": float(sol.wall_time + projected.wall_time),
-                                                   "projection_solver": projected.solver}
+        return _histogram_posed(dp, targets, bound), lambda sol: _dynprog_solution(dp, sol.values)
 
 
 class ChainDynProg(GroupSizeMechanism):
@@ -287,26 +287,29 @@ class ChainDynProg(GroupSizeMechanism):
             return ("level-wide cumulative vectors calibrated to their sensitivity m_l (regions per level), not 1",)
         return ()
 
-    def _chain(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float]) -> tuple[Any, np.ndarray]:
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
         lp = data.regions.level_ptr
         targets = chain_targets_from_region_cumulatives(noisy, lp) if self.measure == "per_region" else noisy
         weights = None
         if self.weighting == "inverse_variance":
             weights = 1.0 / chain_target_variances(lp, data.K, scales, self.measure)
-        return chain_problem(data, targets, weights=weights)
+        order = data.dynprog_tree().chain_order()
 
-    def _model(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()) -> Any:
-        return self._chain(data, noisy, scales)[0]
+        def build(lower: Any, upper: Any) -> Any:
+            if bound is not None:  # every chain value is a running sum of counts, at most G: a general
+                implied = np.full(order.size, float(data.G))  # solver needs the bounded domain
+                upper = implied if upper is None else np.minimum(upper, implied)
+            return chain_problem(data, targets, weights=weights, lower=lower, upper=upper)[0]
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
-        p, order = self._chain(data, noisy, scales)
-        sol = self._solve(p)
-        s_nodes = np.empty(order.size, np.int64)
-        s_nodes[order] = np.asarray(sol.values, dtype=np.int64)
-        level_values = s_nodes[1:].reshape(data.K, data.n_regions)
-        return chain_to_histograms(level_values, data.regions.level_ptr), {"objective": float(sol.objective),
-                                                       "solver_seconds": float(sol.wall_time)}
+        p = build(None, None) if bound is None else bound.pose(build, bound.chain_map(data, order))
+
+        def decode(sol: Any) -> np.ndarray:
+            s_nodes = np.empty(order.size, np.int64)
+            s_nodes[order] = np.rint(np.asarray(sol.values, dtype=float)).astype(np.int64)
+            return chain_to_histograms(s_nodes[1:].reshape(data.K, data.n_regions), lp)
+
+        return p, decode
 
 
 class GroupSizeTopDown(GroupSizeMechanism):
@@ -318,16 +321,26 @@ class GroupSizeTopDown(GroupSizeMechanism):
     name = "TopDown"
     default_solver = "projection"
 
-    def __init__(self, epsilon: float | None = None, delta: float | None = None, **kwargs: Any) -> None:
+    def __init__(self, epsilon: float | None = None, delta: float | None = None, *, on_infeasible: str = "abort",
+                 **kwargs: Any) -> None:
         if kwargs.get("region_totals_public"):
             raise MechanismParameterError("region_totals_public=True couples the size subtrees; TopDown's per-group "
                                           "solves cannot honour it (use MHC or MH)")
         super().__init__(epsilon, delta, **kwargs)
+        if self.constraints is None and on_infeasible != "abort":
+            raise MechanismParameterError("on_infeasible applies only with constraints=")
+        self.on_infeasible = on_infeasible  # checked by the TopDown engine (a level's rows, after its noise)
 
     def _probes(self, data: CountOfCounts) -> list[tuple[Any, Any]]:
         from hierdp.mechanisms.topdown.level_solver import level_probe
 
         return [(self.solver, level_probe("l2", True))]  # every (parent, size) group: an integer L2 level
+
+    def params(self) -> dict[str, Any]:
+        out = super().params()
+        if self.constraints is not None:
+            out["on_infeasible"] = self.on_infeasible
+        return out
 
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Accountant | None = None, progress: bool = False) -> NodeHistogramRelease:
@@ -341,9 +354,13 @@ class GroupSizeTopDown(GroupSizeMechanism):
                                       + " came from the private rows; declare it public input or state that it is "
                                       "public")
         plan = "uniform" if self.level_split == "uniform" else list(self.level_split)
+        extra: dict[str, Any] = {}
+        if self.constraints is not None:  # the TopDown engine applies them level by level (its own resolution)
+            extra = {"constraints": self.constraints, "constraint_solver": self.constraint_solver,
+                     "on_infeasible": self.on_infeasible}
         engine = TopDownMechanism(budget=self.spec.budget, delta=self.spec.delta, unit=self.unit, noise="geometric",
                                   plan=plan, objective="l2", solver=self.solver, time_limit=self.time_limit,
-                                  solver_options=self.solver_options or None, secure=self.secure)
+                                  solver_options=self.solver_options or None, secure=self.secure, **extra)
         engine.name = self.name
         tree = DynProgTopDownTree(data)
         t0 = time.perf_counter()

@@ -40,7 +40,6 @@ and a run resumed from a checkpoint (``release(..., checkpoint=DIR)`` / ``resume
 from __future__ import annotations
 
 import time
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -49,7 +48,7 @@ from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
 from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted, RunContext
 from hierdp.mechanisms.topdown.level_solver import LevelSolver
 from hierdp.privacy.noise import NoiseModel, noise_model
-from hierdp.mechanisms.topdown.plan import BudgetPlan, PerNodePlan, budget_plan
+from hierdp.mechanisms.topdown.plan import BudgetPlan, PerNodePlan, budget_plan, path_sums_up
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact
 from hierdp.privacy.counter_noise import CounterRandom
@@ -368,14 +367,15 @@ class TopDownMechanism(Mechanism):
         """Noise with a budget per node (a :class:`PerNodePlan`): unmeasured nodes get NaN targets."""
         plan: PerNodePlan = self.plan  # type: ignore[assignment]
         frac = plan.node_fractions(level, keys)
-        paths = parent_paths + frac
+        paths = path_sums_up(parent_paths, frac)  # upper bounds of the exact sums: an exact check
         plan.check_paths(level, paths)  # before this chunk's noise
         noisy = true.astype(np.float64)
         measured = frac > 0
         if measured.any():
             total = exact(self.spec.budget, "budget")
             uniq, inv = np.unique(frac[measured], return_inverse=True)
-            params = np.array([self.noise.calibrate(total * Fraction(float(u)), sens, culprit=self._culprit)
+            params = np.array([self.noise.calibrate(total * plan.calibration_fraction(float(u)), sens,
+                                                    culprit=self._culprit)
                                for u in uniq])
             noisy[measured] += self.noise.draw(params[inv.ravel()], int(measured.sum()),
                                                level_randomness(rng, level, keys[measured]))
@@ -434,8 +434,13 @@ class TopDownMechanism(Mechanism):
         if checkpoint is not None or resume is not None:
             from hierdp.scale.checkpoint import CheckpointRun
 
+            if resume is not None and secure is None and seed is None and rng is None and not self.secure:
+                from hierdp.scale.checkpoint import recorded_randomness
+
+                recorded = recorded_randomness(resume)  # a resume without randomness follows the checkpoint's
+                secure = None if recorded is None else recorded == "secure"
             run = CheckpointRun.open(self, tree, checkpoint=checkpoint, resume=resume,
-                                     secure=self._secure_for(secure), accountant=accountant)
+                                     secure=self._secure_for(secure, seed=seed, rng=rng), accountant=accountant)
         try:
             session = self.engine.open(self, tree)  # connects to a cluster, sends the tree: before any noise
         except BaseException:
@@ -445,11 +450,18 @@ class TopDownMechanism(Mechanism):
         try:
             external = None
             if run is not None and run.resumed and accountant is not None:
-                external = self.spec.budget._minus_clamped(run.spent_budget(self.spec.budget))
+                done = run.spent_budget(self.spec.budget)
+                external = self.spec.budget._minus_clamped(done)
+                if per_node and self.spec.budget.calculus == "pure" and accountant.total.calculus == "zcdp":
+                    eps, eps_done = self.spec.budget.exact_parameters["epsilon"], done.exact_parameters["epsilon"]
+                    external = Budget("zcdp", rho=(eps * eps - eps_done * eps_done) / 2)  # see RunContext.path_charge
             ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant, external_total=external)
             # after the domain check (a node's existence may be private otherwise), before any noise
             resolved = self._resolve_constraints(tree)
-            source = self._noise_source(ctx, run, given=seed is not None or rng is not None, seed=seed)
+            given = seed is not None or rng is not None
+            if run is not None and run.resumed and not given and ctx.randomness == "seeded":
+                ctx.seed = run.manifest.get("seed")  # the checkpoint's seed, not one drawn for this call
+            source = self._noise_source(ctx, run, given=given, seed=ctx.seed)
             state = _RunState(names)
             state.constraints = resolved
             bar = None
@@ -580,7 +592,7 @@ class TopDownMechanism(Mechanism):
             if isinstance(self.plan, PerNodePlan):
                 frac = float(self.plan.node_fractions(0, np.array([tree.root_key]))[0])
                 root_path = frac
-                param = self.noise.calibrate(exact(self.spec.budget, "budget") * Fraction(frac), sens[0],
+                param = self.noise.calibrate(exact(self.spec.budget, "budget") * self.plan.calibration_fraction(frac), sens[0],
                                              culprit=self._culprit) if frac > 0 else None
             else:
                 param, root_path = params[0], 0.0
@@ -604,7 +616,8 @@ class TopDownMechanism(Mechanism):
         """Record level L's spend before its noise (drawn in :meth:`_process_chunk`)."""
         label = label or f"level {L} ({name})"
         if param is None:  # a per-node plan: each node's parameter follows its own budget
-            ctx.spend_noise(part, label, self.noise, None, sens, note=f"budget per node: {self.plan.describe(0)}")
+            ctx.spend_noise(part, label, self.noise, None, sens, note=f"budget per node: {self.plan.describe(0)}",
+                            external=ctx.path_charge(part))  # per-node parts are not independent mechanisms
         else:
             ctx.spend_noise(part, label, self.noise, param, sens)
 
@@ -616,10 +629,11 @@ class TopDownMechanism(Mechanism):
         notes: tuple[str, ...] = ()
         resolved = getattr(state, "constraints", None)
         if resolved is not None:
-            relaxed = [r for st in state.stats for r in st.get("relaxations", ())]
-            details["constraints"] = {**resolved.describe(), "on_infeasible": self._on_infeasible,
-                                      "relaxations": relaxed}
-            notes = (resolved.text(), *(_relaxation_note(r, state.names) for r in relaxed))
+            from hierdp.constraints.report import accounting_parts
+
+            details["constraints"], notes = accounting_parts(
+                resolved, on_infeasible=self._on_infeasible, level_names=state.names,
+                relaxations=[r for st in state.stats for r in st.get("relaxations", ())])
         return ctx.accounting(details=details, notes=notes, partial=partial)
 
     def _make_release(self, tree: TopDownTree, ctx: RunContext, state: _RunState, partial: bool) -> TreeRelease:
@@ -658,13 +672,6 @@ class _RunState:
         self.fixed_relaxations: list[dict[str, Any]] = []  # rows over fixed nodes relaxed at a level's start
 
 
-def _relaxation_note(r: dict[str, Any], names: list[str]) -> str:
-    """The release's line for one relaxed row (failsafe, never silent)."""
-    side = (f"lower bound lowered by {r['lower_by']:,.0f}" if r["lower_by"] > 0
-            else f"upper bound raised by {r['upper_by']:,.0f}")
-    return f"failsafe: constraint {r['row']!r} relaxed at level {r['level']} ({names[r['level']]}): {side}"
-
-
 def _coupled_order(alive: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Parents reordered so that each coupled component is contiguous (placed at its first member),
     and the positions where a chunk may end (component boundaries, and the end)."""
@@ -675,3 +682,4 @@ def _coupled_order(alive: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, n
     lab = lab[order]
     cuts = np.concatenate([np.flatnonzero(lab[1:] != lab[:-1]) + 1, [n]]).astype(np.int64)
     return alive[order], cuts
+
