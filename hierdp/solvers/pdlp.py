@@ -140,19 +140,20 @@ class PdlpSolver(Solver):
         for info in log.solution_stats.convergence_information:
             if info.candidate_type == log.solution_type:
                 bound = float(info.dual_objective)
+        # PDLP's infeasibility and unboundedness verdicts come from approximate rays of a first-order
+        # method: it called a sum of squares (bounded below) "dual infeasible" (the fuzz suite's
+        # free_sign_big family), so neither is taken as a proof here - auto tries the next plug-in
         termination = {
             solve_log_pb2.TERMINATION_REASON_OPTIMAL: Termination.OPTIMAL,
             solve_log_pb2.TERMINATION_REASON_TIME_LIMIT: Termination.TIME_LIMIT,
             solve_log_pb2.TERMINATION_REASON_ITERATION_LIMIT: Termination.ITERATION_LIMIT,
-            solve_log_pb2.TERMINATION_REASON_PRIMAL_INFEASIBLE: Termination.INFEASIBLE,
-            solve_log_pb2.TERMINATION_REASON_DUAL_INFEASIBLE: Termination.UNBOUNDED,
-            solve_log_pb2.TERMINATION_REASON_PRIMAL_OR_DUAL_INFEASIBLE: Termination.INFEASIBLE_OR_UNBOUNDED,
-            solve_log_pb2.TERMINATION_REASON_NUMERICAL_ERROR: Termination.NUMERICAL,
             solve_log_pb2.TERMINATION_REASON_INTERRUPTED_BY_USER: Termination.INTERRUPTED,
-        }.get(reason, Termination.ERROR)
+        }.get(reason, Termination.NUMERICAL)
         if termination != Termination.OPTIMAL:
             stats["message"] = f"PDLP stopped: {stats['termination_reason']} after {stats['iterations']} iterations"
-        values = x if termination in (Termination.OPTIMAL, Termination.TIME_LIMIT, Termination.ITERATION_LIMIT) else None
+            if termination == Termination.NUMERICAL:
+                stats["message"] += " (a first-order method's verdict, not a proof)"
+        values = x if termination != Termination.NUMERICAL else None
         return finish(problem, values, termination, self.name, t0, stats,
                       bound=bound if termination == Termination.OPTIMAL else None,
                       tolerance=self.capabilities.tolerance)
