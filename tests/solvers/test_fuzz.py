@@ -422,8 +422,6 @@ OPEN: dict[tuple[str, str], str] = {
     ("infeasible_lp", "ortools"): "n5: ortools (GLOP) says error, not infeasible, at >= 1e9",
     ("query_free", "highs"): "n7: highs ignores a query term over untargeted nodes",
     ("query_free", "auto"): "n7: auto picks highs there",
-    ("fixed_rows", "highs"): "highs returns optimal for a problem without a free node without checking its rows "
-                             "(verify refutes it; long-profile seeds 162, 195)",
 }
 
 

@@ -113,3 +113,19 @@ def test_magnitude_refusals_quote_counts_exactly():
                                          str(2 ** 62 + 1)), (0.1, "0.1"), (-np.inf, "-inf"), (2.0 ** 70, str(2 ** 70))])
 def test_exact_number(value, text):
     assert exact_number(value) == text
+
+
+@pytest.mark.parametrize("name", ["highs", "ortools", "auto"])
+def test_a_problem_without_a_free_node_is_decided_by_checking_its_point(name):
+    """The fuzz suite's fixed_rows family (long profile, seeds 162 and 195): every node fixed, a row
+    over them missed by two units at 1e9: 'infeasible', never 'optimal'."""
+    B = 1_667_697_617
+    p = Problem([-1, -1], [float(B), 1.0], fixed=[float(B - 1000), 1000.0], objective="l1")
+    p.add_linear({0: -1, 1: -1}, upper=float(-B - 2))
+    with pytest.raises(SolverFailed) as info:
+        hierdp.solve(p, solver=name)
+    assert info.value.termination == "infeasible" and info.value.refuted_by is None
+    q = Problem([-1, -1], [float(B), 1.0], fixed=[float(B - 1000), 1000.0], objective="l1")
+    q.add_linear({0: -1, 1: -1}, upper=float(-B))
+    sol = hierdp.solve(q, solver=name)
+    assert sol.values.tolist() == [B - 1000, 1000] and sol.objective == 0.0  # fixed nodes carry no term
