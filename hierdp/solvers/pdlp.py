@@ -71,6 +71,14 @@ class PdlpSolver(Solver):
         description="OR-Tools PDLP: continuous weighted L2 at census scale (first-order QP; relaxed baselines)",
     )
 
+    def extra_checks(self, problem: Problem) -> list[str]:
+        """Free-sign nodes without a target: the objective is flat along rays there, which PDLP reports
+        as dual infeasibility instead of an optimum (the fuzz suite's free_sign_big family)."""
+        if not problem.nonnegative and np.any(problem.is_free & np.isnan(problem.target)):
+            return ["free-sign nodes without a target leave the optimum unbounded in flat directions, which PDLP "
+                    "reports as dual infeasible (give targets, or non-negativity, or use highs / twopass)"]
+        return []
+
     def solve_problem(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
         """Minimise ``sum w (y - t)^2`` over the problem's continuous feasible set (tree consistency,
         fixed nodes, bounds, sign, user rows)."""
