@@ -282,6 +282,13 @@ def measured_order(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def matrix_plugins() -> list[str]:
+    """The exact, available plug-ins that solve :class:`Problem` s (level or tree structures; the
+    histogram plug-ins solve census level chunks, another problem kind)."""
+    return [n for n in hierdp.solvers.names() if get(n).exact and get(n).available()
+            and get(n).capabilities.structures & {"level", "tree"}]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="24 cells at 100 nodes, 1 s per call (under 2 minutes)")
@@ -290,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     limit = args.time_limit if args.time_limit is not None else (1.0 if args.quick else 5.0)
-    plugins = [n for n in hierdp.solvers.names() if get(n).exact and get(n).available()] + ["auto"]
+    plugins = matrix_plugins() + ["auto"]
     grid = cells(args.quick)
     t_all = time.perf_counter()
     head = f"{'type obj  kind       magn   nodes':<38}" + "".join(f"{n:<14}" for n in plugins)

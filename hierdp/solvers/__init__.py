@@ -30,8 +30,10 @@ from hierdp.solvers.registry import (
     unsupported_groups,
 )
 
+from hierdp.solvers import kinds
+
 __all__ = [
     "Capabilities", "GroupSolution", "Solution", "SolutionStatus", "Solver", "SolverError", "SolverFailed",
-    "Termination", "UnsupportedProblem", "available", "check_solver", "choose", "describe_limits", "get",
+    "Termination", "UnsupportedProblem", "available", "check_solver", "choose", "describe_limits", "get", "kinds",
     "limits_text", "names", "preference", "register", "solve", "solve_groups", "unsupported_groups",
 ]

@@ -38,7 +38,9 @@ from hierdp.solvers.base import (
     UnsupportedProblem,
 )
 
-# name -> "module:attribute"; order = preference of solver="auto" (fastest exact first)
+# name -> "module:attribute"; order = preference of solver="auto" (fastest exact first); the
+# histogram plug-ins solve their own problem kinds (hierdp.solvers.kinds: natives first) and refuse
+# Problems
 _BUILTIN: dict[str, str] = {
     "intopt": "hierdp.solvers.intopt:IntOptSolver",
     "projection": "hierdp.solvers.projection:ProjectionSolver",
@@ -49,7 +51,13 @@ _BUILTIN: dict[str, str] = {
     "ortools": "hierdp.solvers.ortools:OrToolsSolver",
     "pdlp": "hierdp.solvers.pdlp:PdlpSolver",
     "paper_round": "hierdp.solvers.paper_round:PaperRoundSolver",
+    "histogram_wls": "hierdp.solvers.histogram_wls:HistogramWLSSolver",
+    "histogram_wls_dense": "hierdp.solvers.histogram_dense:DenseHistogramWLSSolver",
+    "histogram_cells": "hierdp.solvers.histogram_rounding:HistogramCellsRounder",
 }
+#: solves / checks the other problem kinds; hierdp.solvers.kinds sets them when hierdp.solvers is imported
+_KIND_SOLVE: Callable[..., Solution] | None = None
+_KIND_CHECK: Callable[..., list[Solver]] | None = None
 _EXTRA: dict[str, Solver] = {}
 _LOADED: dict[str, Solver] = {}
 _ENTRY_POINTS_SCANNED = False
@@ -292,7 +300,8 @@ def check_solver(solver: str | Solver, probe: Problem, *, task: str = "solve thi
     Args:
         solver: a registered name, ``"auto"`` (the first exact plug-in that accepts the probe), or
             a :class:`Solver` instance.
-        probe: the family's probe problem.
+        probe: the family's probe problem (a :class:`Problem`, or another problem kind of
+            :mod:`hierdp.solvers.kinds`, e.g. a census level chunk: then ``solver`` may be a chain).
         task: what the family asks, for messages ("post-process a TopDown level (linf, integer)").
 
     Returns:
@@ -303,6 +312,13 @@ def check_solver(solver: str | Solver, probe: Problem, *, task: str = "solve thi
         UnsupportedProblem: an unknown name, a back end that cannot be imported, or the plug-in's
             (for ``"auto"``: every plug-in's) reasons to refuse the probe.
     """
+    if not isinstance(probe, Problem):  # another problem kind (hierdp.solvers.kinds: a census level chunk)
+        if _KIND_CHECK is None:
+            raise UnsupportedProblem(f"cannot {task}: not a Problem and no solver of its kind")
+        try:
+            return _KIND_CHECK(solver, probe)[0]
+        except UnsupportedProblem as exc:
+            raise UnsupportedProblem(f"cannot {task}: {exc}") from None
     if isinstance(solver, Solver):
         s = solver
     elif isinstance(solver, str) and solver == "auto":
@@ -376,12 +392,20 @@ def solve(
         A :class:`Solution` with termination ``optimal`` (for a named heuristic: ``completed``
         and a ``feasible`` point).
 
+    Other problem kinds (histogram level chunks, :mod:`hierdp.models.histogram`) go to
+    :func:`hierdp.solvers.kinds.solve`: the same contract, parent by parent.
+
     Raises:
         UnsupportedProblem: the plug-in (every plug-in, for ``"auto"``) cannot solve this problem
             exactly (said before solving).
         SolverFailed: no proven optimum (time limit, infeasible, error), an answer that failed
             verification, or a cross-check that found a different optimum.
     """
+    if not isinstance(problem, Problem):
+        if _KIND_SOLVE is None:
+            raise UnsupportedProblem(f"not a Problem and no solver of its kind: {type(problem).__name__}")
+        return _KIND_SOLVE(problem, solver, time_limit=time_limit, verify=verify, cross_check=cross_check,
+                           cross_check_tolerance=cross_check_tolerance, **options)
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
     if isinstance(solver, str) and solver == "auto":

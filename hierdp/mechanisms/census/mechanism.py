@@ -17,13 +17,12 @@ moment (an aborted run never understates it).
 2. an integer rounder: L1 distance of all query answers to the continuous solution, over
    floor + {0, 1} per cell, keeping consistency (a MIP).
 
-Both are :class:`~hierdp.models.Problem`\\ s (:mod:`.problems`) solved through the solver registry
-(``solver=`` for stage 1, ``rounder=`` for stage 2, default ``"highs"``: its batch planner solves one
-parent per model). With ``fast_path=True`` (default) both stages first go through the exact
-vectorized paths of :mod:`.fastpath` (a KKT-certified active-set solve of every parent's WLS at
-once; the closed-form optimal cell rounder); only the parents they cannot certify are posed as
-Problems and sent to ``solver`` / ``rounder``. Single-child parents are copied down; all-zero
-parents give all-zero children.
+Both are problem kinds of the solver registry over a :class:`~hierdp.models.histogram.LevelChunk`
+(:mod:`.level_solver`): with ``fast_path=True`` (default) the exact structured plug-ins
+``histogram_wls`` (KKT-certified per parent) and ``histogram_cells`` go first, and the parents they
+do not certify go to ``solver`` / ``rounder`` (registry plug-ins, checked before any noise).
+Children are measured batch by batch, when their parents are solved. Single-child parents are
+copied down; all-zero parents give all-zero children.
 The root is estimated the same way with its total fixed (bounded neighbours: the total is public).
 **Invariants**: ``invariant_levels`` (a prefix of geolevels, default the root) are published exactly;
 the release states every invariant beyond the root as an assumption.
@@ -51,6 +50,7 @@ from hierdp.privacy.calibration import exact
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release.histogram import NodeHistogramRelease
 from hierdp.spines.core import Spine, SpineError
+import itertools
 
 __all__ = ["CensusTopDown", "SpineHistograms"]
 
@@ -77,6 +77,15 @@ class SpineHistograms:
         arr = np.asarray(counts)
         if arr.ndim != 2 or arr.shape[0] != spine.n_blocks:
             raise MechanismParameterError(f"counts must have shape (n_blocks={spine.n_blocks}, K), got {arr.shape}")
+        self.spine = spine
+        if arr.dtype.kind in "iu" and arr.dtype.itemsize <= 8 and arr.dtype != np.uint64:
+            # integers: checked and kept without a float copy (10^5 blocks x 2,016 cells is 1.6 GB)
+            if arr.size and arr.min() < 0:
+                b, k = np.argwhere(arr < 0)[0]
+                raise MechanismParameterError(f"counts: block {spine.block_names[b]!r}, cell {k} has {arr[b, k]} "
+                                              "(counts must be non-negative integers)")
+            self.counts = arr.astype(np.int64, copy=False)
+            return
         try:
             f = arr.astype(float)
         except (TypeError, ValueError):
@@ -86,7 +95,6 @@ class SpineHistograms:
             b, k = np.argwhere(bad)[0]
             raise MechanismParameterError(f"counts: block {spine.block_names[b]!r}, cell {k} has {f[b, k]:g} "
                                           "(counts must be non-negative integers)")
-        self.spine = spine
         self.counts = f.astype(np.int64)
 
     @property
@@ -104,6 +112,10 @@ class SpineHistograms:
         """Number of histogram cells K."""
         return int(self.counts.shape[1])
 
+    def true_histograms(self) -> _TrueHistograms:
+        """The true histograms of every geounit without a dense copy of the blocks'."""
+        return _TrueHistograms(self.spine, self.counts)
+
     def geounit_histograms(self) -> np.ndarray:
         """True ``(n_geounits, K)`` histograms (sums of their blocks)."""
         s = self.spine
@@ -114,6 +126,42 @@ class SpineHistograms:
             kids = np.arange(ptr[lev], ptr[lev + 1])
             np.add.at(out, s.parent[kids], out[kids])
         return out
+
+
+class _TrueHistograms:
+    """True histograms by geounit: the geounits above the blocks summed once (sparse products, level
+    by level), the blocks read from the counts (no copy)."""
+
+    def __init__(self, spine: Spine, counts: np.ndarray) -> None:
+        from scipy import sparse
+
+        ptr = spine.level_ptr
+        self.first_block = int(ptr[spine.block_level])
+        self.counts = counts
+        self.block_pos = np.empty(spine.n - self.first_block, np.int64)
+        self.block_pos[np.asarray(spine.blocks) - self.first_block] = np.arange(spine.n_blocks)
+        K = counts.shape[1]
+        self.upper = np.zeros((self.first_block, K), np.int64)
+        below: np.ndarray = counts
+        below_nodes = np.asarray(spine.blocks)
+        for lev in range(spine.block_level, 0, -1):
+            lo, hi = int(ptr[lev - 1]), int(ptr[lev])
+            par = spine.parent[below_nodes] - lo
+            agg = sparse.csr_matrix((np.ones(par.size, np.int64), (par, np.arange(par.size))), shape=(hi - lo, par.size))
+            self.upper[lo:hi] = agg @ below
+            below, below_nodes = self.upper[lo:hi], np.arange(lo, hi)
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """The histograms of geounits ``idx`` (all of one geolevel)."""
+        idx = np.asarray(idx, np.int64)
+        if idx.size and idx[0] >= self.first_block:
+            return self.counts[self.block_pos[idx - self.first_block]]
+        return self.upper[idx]
+
+    @property
+    def total(self) -> int:
+        """The root's total."""
+        return int(self.upper[0].sum()) if self.first_block else int(self.counts.sum())
 
 
 def _variance(noise: NoiseModel, param: float) -> float:
@@ -134,16 +182,23 @@ class CensusTopDown(Mechanism):
         unit, bounded, contributions: the privacy unit (bounded neighbours, as the Census).
         invariant_levels: geolevels (names or numbers, a prefix from the root) whose histograms'
             totals are published exactly; default the root under bounded neighbours, none otherwise.
-        solver: registered solver of the continuous stage (default ``"highs"``).
-        rounder: registered solver of the integer rounder (default ``"highs"``).
+        solver: registered plug-in(s) of the continuous stage for the parents the structured
+            ``histogram_wls`` does not certify (or for all with ``fast_path=False``): a name, a
+            plug-in or a list; ``"auto"`` (default): the dense oracle ``histogram_wls_dense`` on
+            histograms of at most 512 cells, then the first general solver that accepts the
+            translated Problem (HiGHS). Checked before any noise (``hierdp solvers``).
+        rounder: registered plug-in(s) of the integer rounder after ``histogram_cells``; ``"auto"``
+            (default): the first general solver that accepts the translated MIP.
         rounding: the rounder's objective: ``"cells"`` (default; L1 over the cells: a
             transportation problem, totally unimodular, fast) or ``"queries"`` (L1 over every query
             answer, the DAS's objective; an exact MIP that HiGHS solves in seconds per parent).
         solver_options: options passed to both (e.g. ``{"executor": pool}``).
-        time_limit: seconds per solver call (one chunk of parents).
+        time_limit: seconds per solver call (one chunk of parents); default
+            :data:`~.level_solver.DEFAULT_TIME_LIMIT` (120 s) for the general solvers.
         chunk_parents: parents per posed Problem (bounded memory; each is solved parent by parent).
-        fast_path: solve both stages with the exact vectorized paths of :mod:`.fastpath` first
-            (default True); parents they cannot certify go to ``solver`` / ``rounder``.
+        fast_path: solve both stages with the exact structured plug-ins first (``histogram_wls``,
+            ``histogram_cells``; default True); parents they cannot certify go to ``solver`` /
+            ``rounder``.
         max_active_set_updates: active-set updates the fast WLS path may take per parent before it
             hands the parent to ``solver`` (default 50; 0 accepts only the first guess).
         batch_children: children per vectorized fast-path batch (default 512: its K x K arrays stay
@@ -158,7 +213,7 @@ class CensusTopDown(Mechanism):
                  budget: Budget | None = None, strategy: QueryStrategy | None = None,
                  noise: str | NoiseModel = "discrete_gaussian", unit: PrivacyUnit | None = None, bounded: bool = True,
                  contributions: int = 1, distinct: bool = False, secure: bool = False, conversion: str = "analytic",
-                 invariant_levels: Iterable[str | int] | None = None, solver: Any = "highs", rounder: Any = "highs",
+                 invariant_levels: Iterable[str | int] | None = None, solver: Any = "auto", rounder: Any = "auto",
                  solver_options: dict[str, Any] | None = None, time_limit: float | None = None,
                  chunk_parents: int = 200, rounding: str = "cells", fast_path: bool = True,
                  max_active_set_updates: int = 50, batch_children: int = 512) -> None:
@@ -177,11 +232,12 @@ class CensusTopDown(Mechanism):
         from hierdp.solvers import registry
 
         for what, s in (("solver", solver), ("rounder", rounder)):
-            if isinstance(s, str):
-                try:
-                    registry.get(s)
-                except KeyError as exc:
-                    raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
+            for one in (s if isinstance(s, (list, tuple)) else [s]):
+                if isinstance(one, str) and one != "auto":
+                    try:
+                        registry.get(one)
+                    except KeyError as exc:
+                        raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
         self.solver, self.rounder = solver, rounder
         self.solver_options = dict(solver_options or {})
         self.time_limit = time_limit
@@ -210,14 +266,20 @@ class CensusTopDown(Mechanism):
     @property
     def solver_name(self) -> str:
         """``"<continuous solver>+<rounder>"``."""
-        name = lambda s: s if isinstance(s, str) else getattr(s, "name", str(s))
-        return f"{name(self.solver)}+{name(self.rounder)}"
+        def name(s: Any) -> str:
+            if isinstance(s, (list, tuple)):
+                return ",".join(name(x) for x in s)
+            return s if isinstance(s, str) else getattr(s, "name", str(s))
+
+        fast = self.fast_path
+        return f"{'histogram_wls,' if fast else ''}{name(self.solver)}+{'histogram_cells,' if fast else ''}" \
+               f"{name(self.rounder)}"
 
     def params(self) -> dict[str, Any]:
         p = super().params()
         p.update({"noise": self.noise.name, "solver": self.solver_name, "invariant_levels": self.invariant_levels,
                   "rounding": self.rounding, "fast_path": self.fast_path,
-                  "strategy": None if self.strategy is None else dict(self.strategy.groups)})
+                  "strategy": None if self.strategy is None else self.strategy.describe()})
         return p
 
     # ------------------------------------------------------------------ run
@@ -237,26 +299,34 @@ class CensusTopDown(Mechanism):
         K = int(counts.shape[1])
         strategy = self.strategy or QueryStrategy((K,), {"total": (), "detailed": (0,)}, {"total": Fraction(1, 2),
                                                                                            "detailed": Fraction(1, 2)})
+        self._strategy = strategy
         if strategy.n_cells != K:
             raise MechanismParameterError(f"strategy has {strategy.n_cells} cells; the data has {K}")
         inv_levels = self._invariant_levels(spine)
-        hist = data.geounit_histograms()
+        hist = data.true_histograms() if hasattr(data, "true_histograms") else \
+            _TrueHistograms(spine, np.asarray(counts, np.int64))
         groups = list(strategy.groups)
         det = strategy.detailed
         mats = {g: strategy.group_matrix(g) for g in groups}
         total = exact(self.spec.budget, "budget")
         sens = self.noise.sensitivity(self.unit, finest=False)
-        # every noise scale now, before any noise: one per (geounit proportion, group share)
-        params: dict[tuple[int, str], float] = {}
-        for gnum in np.unique(spine.gamma_num[spine.measured]):
-            for g in groups:
-                amount = total * Fraction(int(gnum), spine.gamma_den) * strategy.shares[g]
-                params[(int(gnum), g)] = self.noise.calibrate(amount, sens, culprit=self._culprit)
+        # every noise scale now, before any noise: one per (geolevel, geounit proportion, group share)
+        params: dict[tuple[int, int, str], float] = {}
+        ptr = spine.level_ptr
+        for lev in range(spine.n_levels):
+            shares = strategy.shares_at(spine.level_names[lev])
+            idx = np.arange(ptr[lev], ptr[lev + 1])
+            for gnum in np.unique(spine.gamma_num[idx][spine.measured[idx]]):
+                for g in groups:
+                    if shares[g] > 0:
+                        amount = total * Fraction(int(gnum), spine.gamma_den) * shares[g]
+                        params[(lev, int(gnum), g)] = self.noise.calibrate(amount, sens, culprit=self._culprit)
+        self._check_solvers(spine, strategy, groups, det, inv_levels)
         parts = self._level_parts(spine)
         assumptions_extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, "
                              "outside the differential privacy guarantee)" for lv in inv_levels if lv > 0]
         ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
-        est = np.zeros_like(hist)
+        est = np.zeros((spine.n, K), np.int64)
         timings: dict[str, float] = {}
         n_measured = 0
         self._stats: list[dict[str, Any]] = []
@@ -265,7 +335,6 @@ class CensusTopDown(Mechanism):
             from tqdm.auto import tqdm
 
             bar = tqdm(total=spine.n_levels, desc=self.name, unit="geolevel")
-        ptr = spine.level_ptr
         try:
             for lev in range(spine.n_levels):
                 t0 = time.perf_counter()
@@ -273,20 +342,31 @@ class CensusTopDown(Mechanism):
                 meas = idx[spine.measured[idx]]
                 part = parts[lev]
                 self._spend(ctx, spine, lev, part, meas, params, sens)
-                noisy = self._measure(hist, meas, spine, groups, mats, params, ctx.rng)
-                n_measured += meas.size
-                t1 = time.perf_counter()
                 self._stats.append({"geolevel": spine.level_names[lev], "parents": 0, "wls_fast": 0, "wls_general": 0,
                                     "rounding_fast": 0, "rounding_general": 0, "max_active_set_updates": 0})
+                clock = {"noise": 0.0}
+
+                def measure(nodes: np.ndarray, lev: int = lev, clock: dict = clock) -> dict:
+                    # the children of one batch of parents, measured when they are solved (a level
+                    # of 10^5 blocks x 2,016 cells is never held at once)
+                    t = time.perf_counter()
+                    nodes = nodes[spine.measured[nodes]]
+                    out = self._measure(hist, nodes, spine, groups, mats, params, ctx.rng, lev)
+                    self._n_measured += nodes.size
+                    clock["noise"] += time.perf_counter() - t
+                    return out
+
+                self._n_measured = 0
                 try:
                     if lev == 0:
-                        est[0] = self._root(hist, noisy, det, groups, mats, 0 in inv_levels)
+                        est[0] = self._root(hist, measure(meas), det, groups, mats, 0 in inv_levels)
                     else:
-                        self._level(spine, lev, est, hist, noisy, det, groups, mats, lev in inv_levels)
+                        self._level(spine, lev, est, hist, measure, det, groups, mats, lev in inv_levels)
                 except ParentSolveFailed as failed:
                     raise self._aborted(ctx, spine, lev, failed) from failed.cause
-                timings[f"{spine.level_names[lev]}_noise"] = t1 - t0
-                timings[f"{spine.level_names[lev]}_solve"] = time.perf_counter() - t1
+                n_measured += self._n_measured
+                timings[f"{spine.level_names[lev]}_noise"] = clock["noise"]
+                timings[f"{spine.level_names[lev]}_solve"] = time.perf_counter() - t0 - clock["noise"]
                 if bar is not None:
                     bar.update(1)
         finally:
@@ -294,14 +374,28 @@ class CensusTopDown(Mechanism):
                 bar.close()
         acc = ctx.accounting(assumptions=assumptions_extra,
                              details={"noise": self.noise.name, "measured_geounits": n_measured,
-                                      "strategy": {g: str(strategy.shares[g]) for g in groups}})
+                                      "strategy": strategy.describe()})
         return NodeHistogramRelease(
             names=spine.names, parent=spine.parent, level=spine.level, level_names=list(spine.level_names),
             cells=strategy.cell_labels(), values=est, accounting=acc, mechanism=self.name, solver=self.solver_name,
             params=ctx.params(post_processing=self._stats), timings=timings,
-            level_totals=int(hist[0].sum()) if 0 in inv_levels else None)
+            level_totals=hist.total if 0 in inv_levels else None)
 
     # ------------------------------------------------------------------ pieces
+    def _check_solvers(self, spine: Spine, strategy: QueryStrategy, groups: list[str], det: str | None,
+                       inv_levels: list[int]) -> None:
+        """The solver layer's refusal before any noise: a probe of this release's shape (public
+        structure only: the histogram, the largest fanout, invariant totals) through every plug-in."""
+        from hierdp.solvers.base import UnsupportedProblem
+
+        ptr, _ = spine.children_csr()
+        fanout = int(np.diff(ptr).max(initial=1))
+        try:
+            self.level_solver.check(strategy.query_structure([g for g in groups if g != det]), max_children=fanout,
+                                    root=False, totals=len(inv_levels) > 1)
+        except UnsupportedProblem as exc:
+            raise MechanismParameterError(f"solver: {exc}") from None
+
     def _invariant_levels(self, spine: Spine) -> list[int]:
         levels = self.invariant_levels
         if levels is None:
@@ -334,10 +428,11 @@ class CensusTopDown(Mechanism):
         return out
 
     def _spend(self, ctx: Any, spine: Spine, lev: int, part: Fraction, meas: np.ndarray,
-               params: dict[tuple[int, str], float], sens: int) -> None:
+               params: dict[tuple[int, int, str], float], sens: int) -> None:
         amount = self.spec.budget._scaled(part) if part > 0 else Budget._zero(self.spec.budget.calculus)
         name = spine.level_names[lev]
-        used = sorted({p for (g, _), p in params.items() if g in set(spine.gamma_num[meas].tolist())})
+        nums = set(spine.gamma_num[meas].tolist())
+        used = sorted({p for (lv, g, _), p in params.items() if lv == lev and g in nums})
         details = {"noise": self.noise.name, "measured_geounits": int(meas.size),
                    self.noise.sensitivity_name: self.noise.sensitivity_value(sens), "path_share": str(part),
                    "note": f"({meas.size} measured geounit(s), path share {part})"}
@@ -346,17 +441,22 @@ class CensusTopDown(Mechanism):
             details[f"{self.noise.parameter_name}_max"] = used[-1]
         ctx.spend(amount, f"geolevel {lev} ({name})", **details)
 
-    def _measure(self, hist: np.ndarray, meas: np.ndarray, spine: Spine, groups: list[str],
-                 mats: dict[str, np.ndarray], params: dict[tuple[int, str], float], rng: Any
+    def _measure(self, hist: _TrueHistograms, meas: np.ndarray, spine: Spine, groups: list[str],
+                 mats: dict[str, np.ndarray], params: dict[tuple[int, int, str], float], rng: Any, lev: int
                  ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Noisy answers of the measured geounits: group -> (geounits, answers, weights)."""
+        """Noisy answers of the measured geounits: group -> (geounits, answers, weights); a group
+        with share 0 at this geolevel is not measured (no geounits)."""
         out = {}
         # few distinct proportions: look the scales up once per distinct numerator
         gnums, which = np.unique(spine.gamma_num[meas], return_inverse=True)
-        for g in groups:
+        rows = hist.rows(meas)
+        for gi, g in enumerate(groups):
             Q = mats[g]
-            true = hist[meas] @ Q.T.astype(np.int64)
-            scale = np.array([params[(int(x), g)] for x in gnums], dtype=float)
+            if meas.size and (lev, int(gnums[0]), g) not in params:
+                out[g] = (meas[:0], np.zeros((0, Q.shape[0])), np.zeros(0))
+                continue
+            true = self._strategy.queries.answer(gi, rows)  # integer marginals, O(K) per geounit
+            scale = np.array([params[(lev, int(x), g)] for x in gnums], dtype=float)
             p = scale[which.ravel()] if meas.size else np.zeros(0)
             if meas.size:
                 draw = self.noise.draw(np.repeat(p, Q.shape[0]), true.size, rng).reshape(true.shape)
@@ -372,15 +472,17 @@ class CensusTopDown(Mechanism):
                mats: dict[str, np.ndarray], totals: np.ndarray | None, n_total: int,
                cell_map: np.ndarray | None = None) -> LevelChunk:
         C, K = children.size, next(iter(mats.values())).shape[1]
-        where = np.full(n_total, -1, np.int64)
         targets = np.full((C, K), np.nan)
         tw = np.zeros(C)
         qm, qa, qw = [], [], []
         for g in groups:
             nodes, ans, w = noisy[g]
-            where[:] = -1
-            where[nodes] = np.arange(nodes.size)
-            pos = where[children]
+            if np.array_equal(nodes, children):
+                pos = np.arange(C)
+            else:
+                where = np.full(n_total, -1, np.int64)
+                where[nodes] = np.arange(nodes.size)
+                pos = where[children]
             has = pos >= 0
             if g == det:
                 targets[has] = ans[pos[has]]
@@ -393,22 +495,23 @@ class CensusTopDown(Mechanism):
             qm.append(mats[g])
             qa.append(a)
             qw.append(ww)
-        return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map)
+        structure = self._strategy.query_structure([g for g in groups if g != det])
+        return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map, queries=structure)
 
-    def _root(self, hist: np.ndarray, noisy: dict, det: str | None, groups: list[str], mats: dict,
+    def _root(self, hist: _TrueHistograms, noisy: dict, det: str | None, groups: list[str], mats: dict,
               invariant: bool) -> np.ndarray:
-        K = hist.shape[1]
+        K = hist.counts.shape[1]
         if not invariant:
             # no public total: the root's cells sum to nothing fixed; pose it under a free parent
             # cell that is the sum of all cells (no target), which is the same problem
             raise MechanismParameterError("the Census-style TopDown needs the root total invariant (bounded "
                                           "neighbours); unbounded releases are not supported")
         # the root's K cells all sum to the one public total: every cell's parent is that total
-        chunk = self._chunk(np.array([[hist[0].sum()]]), np.array([0]), np.array([0]), noisy, det, groups, mats,
-                            None, hist.shape[0], cell_map=np.zeros(K, np.int64))
+        chunk = self._chunk(np.array([[hist.total]]), np.array([0]), np.array([0]), noisy, det, groups, mats,
+                            None, 1, cell_map=np.zeros(K, np.int64))
         return self.level_solver.solve(chunk, np.array([0]), self._stats[-1])[0]
 
-    def _level(self, spine: Spine, lev: int, est: np.ndarray, hist: np.ndarray, noisy: dict, det: str | None,
+    def _level(self, spine: Spine, lev: int, est: np.ndarray, hist: _TrueHistograms, measure: Any, det: str | None,
                groups: list[str], mats: dict, invariant: bool) -> None:
         ptr, child = spine.children_csr()
         lp = spine.level_ptr
@@ -428,7 +531,7 @@ class CensusTopDown(Mechanism):
             base = cum[bounds[-1] - 1] if bounds[-1] else 0
             nxt = int(np.searchsorted(cum, base + self.batch_children, side="right"))
             bounds.append(max(nxt, bounds[-1] + 1))
-        for s, e in zip(bounds[:-1], bounds[1:]):
+        for s, e in itertools.pairwise(bounds):
             ps, cnt = multi[s:e], counts[s:e]
             first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
             kids = child[np.repeat(ptr[ps] - first, cnt) + np.arange(cnt.sum())]
@@ -436,8 +539,8 @@ class CensusTopDown(Mechanism):
                 u = kids[~spine.measured[kids]][0]
                 raise SpineError(f"geounit {spine.names[u]!r} is unmeasured but has siblings")
             local = np.repeat(np.arange(ps.size), cnt)
-            totals = hist[kids].sum(1) if invariant else None
-            chunk = self._chunk(est[ps], local, kids, noisy, det, groups, mats, totals, spine.n)
+            totals = hist.rows(kids).sum(1) if invariant else None
+            chunk = self._chunk(est[ps], local, kids, measure(kids), det, groups, mats, totals, spine.n)
             est[kids] = self.level_solver.solve(chunk, ps, self._stats[-1])
 
     def _aborted(self, ctx: Any, spine: Spine, lev: int, failed: ParentSolveFailed) -> ReleaseAborted:

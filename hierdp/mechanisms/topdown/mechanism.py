@@ -482,6 +482,8 @@ class TopDownMechanism(Mechanism):
                 for L in range(first, T + 1):
                     t_start = time.perf_counter()
                     self._spend_level(ctx, L, names[L], parts[L], params[L], sens[L], state)
+                    if run is not None:  # the spend is on disk before the draw (a resume accounts it)
+                        run.begin_level(L, ctx)
                     files = None
                     try:
                         plan = self._level_plan(state, L)
@@ -523,6 +525,8 @@ class TopDownMechanism(Mechanism):
         finally:
             if session is not None:
                 session.close()
+            if run is not None:
+                run.close()  # the checkpoint's lock
 
     def _level_plan(self, state: _RunState, L: int) -> Any:
         """Level L's constraints given the released levels 0 .. L - 1 (None without constraints).

@@ -1,6 +1,7 @@
-"""The Census-style TopDown's fast paths (hierdp.mechanisms.census.fastpath) against independent
-oracles: enumeration of active sets, HiGHS, an exact rational KKT solve at 1e9-scale counts, a
-sparse KKT re-solve on a parent with 10^4 children, and brute force for the rounder.
+"""The Census-style TopDown's exact per-parent plug-ins (the dense oracle histogram_wls_dense, the
+cell rounder histogram_cells) against independent oracles: enumeration of active sets, HiGHS, an
+exact rational KKT solve at 1e9-scale counts, a sparse KKT re-solve on a parent with 10^4 children,
+and brute force for the rounder.
 
 The oracles build the quadratic objective from the query matrices directly (not from the fast
 path's information matrices) and solve with other code (fractions, scipy's lstsq / spsolve).
@@ -20,8 +21,14 @@ from scipy.sparse.linalg import spsolve
 
 from hierdp.mechanisms import MechanismParameterError, ReleaseAborted
 from hierdp.mechanisms.census import CensusTopDown, LevelChunk, QueryStrategy, SpineHistograms, continuous_problem
-from hierdp.mechanisms.census.fastpath import round_cells_fast, wls_fast
-from hierdp.mechanisms.census.problems import rounding_problem
+from hierdp.mechanisms.census.problems import HistogramRounding, rounding_problem
+from hierdp.solvers.histogram_dense import wls_fast
+from hierdp.solvers.histogram_rounding import round_cells
+
+
+def round_cells_fast(chunk, x):
+    y, reason = round_cells(HistogramRounding(chunk, x))
+    return y, reason == 0
 from hierdp.solvers import solve
 from hierdp.spines import Spine, bypass
 
@@ -294,7 +301,8 @@ def test_a_failure_of_the_fallback_solver_names_the_parent():
 
 def test_general_fast_path_plugins_refuse_the_per_parent_model_with_the_reason():
     """The per-parent WLS model has query-term blocks: every registered plug-in except the general
-    QP solver says so in unsupported() before solving (issue 11, item 3)."""
+    QP solver says so in unsupported() before solving (issue 11, item 3); the histogram plug-ins
+    say they take their own problem kinds only."""
     from hierdp.solvers import registry
 
     chunk = _chunk(np.random.default_rng(9), S4, [3], lam=2.0)
@@ -302,6 +310,8 @@ def test_general_fast_path_plugins_refuse_the_per_parent_model_with_the_reason()
     reasons = {name: registry.get(name).unsupported(problem) for name in registry.names()}
     assert reasons["highs"] == []
     for name, why in reasons.items():
-        if name != "highs":
+        if name.startswith("histogram_"):
+            assert any("histogram level chunks" in r for r in why), (name, why)
+        elif name != "highs":
             assert why, name
             assert any("query-term" in r for r in why), (name, why)
