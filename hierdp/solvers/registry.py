@@ -349,6 +349,17 @@ def _walks_on(exc: SolverFailed) -> bool:
     return exc.refuted_by is not None or not exc.termination.proves_no_solution
 
 
+def _option_refusal(s: Solver, options: dict[str, Any]) -> list[str]:
+    """With ``"auto"``, a plug-in that does not take the caller's options is skipped (not tried)."""
+    if not options:
+        return []
+    try:
+        s.parse_options(options)
+    except (TypeError, ValueError) as exc:
+        return [f"does not take the options given ({exc})"]
+    return []
+
+
 def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.perf_counter())
 
@@ -386,7 +397,8 @@ def solve(
             (within ``cross_check_tolerance``, relative); the comparison is recorded in
             ``solution.stats["cross_check"]``. ``options`` go to the first solver only.
         options: plug-in specific options (e.g. ``batch_size``, ``executor``, ``order``); see each
-            plug-in's ``Options``. With ``"auto"`` every plug-in tried receives them.
+            plug-in's ``Options``. With ``"auto"`` every plug-in tried receives them, and those that
+            do not take them are skipped.
 
     Returns:
         A :class:`Solution` with termination ``optimal`` (for a named heuristic: ``completed``
@@ -409,7 +421,8 @@ def solve(
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + float(time_limit)
     if isinstance(solver, str) and solver == "auto":
-        candidates, reasons = _exact_candidates(lambda c: c.unsupported(problem), preference(problem_class(problem)))
+        candidates, reasons = _exact_candidates(lambda c: c.unsupported(problem) + _option_refusal(c, options),
+                                                preference(problem_class(problem)))
         if not candidates:
             raise _refusal("solve this problem", reasons)
         sol = _solve_walking(problem, candidates, deadline, verify, options)
@@ -675,7 +688,7 @@ def solve_groups(
     order = preference((objective, bool(integer), False))
     candidates, reasons = _exact_candidates(
         lambda c: unsupported_groups(c, values, offsets, totals, objective=objective, integer=integer,
-                                     weights=weights), order)
+                                     weights=weights) + _option_refusal(c, options), order)
     if not candidates:
         raise _refusal("solve these groups", reasons)
     deadline = None if time_limit is None else time.perf_counter() + float(time_limit)

@@ -155,3 +155,16 @@ def test_auto_picks_the_measured_order_per_class():
         assert set(general) == {"highs", "ortools", "pdlp"} and tuple(order[5:8]) == general
     # the measured order: CP-SAT leads integer L∞ (docs/solvers.md, "The researchers' table")
     assert hierdp.solvers.preference(("linf", True, True))[5] == "ortools"
+
+
+def test_auto_skips_plug_ins_that_do_not_take_the_options():
+    # ortools leads integer L-inf with rows (measured order) but has no presolve option: auto skips
+    # it for highs rather than failing on the option
+    p = Problem.from_groups([2.6, -1.0, 0.4, 3.2, 0.9], [0, 3, 5], [3, 4], objective="linf")
+    p.add_linear({2: 1, 3: 1}, upper=2)  # two children of group 0
+    assert hierdp.solvers.choose(p).name == "ortools"
+    sol = hierdp.solve(p, solver="auto", presolve="off")
+    assert sol.solver == "highs"
+    assert sol.objective == pytest.approx(hierdp.solve(p, solver="ortools").objective)
+    with pytest.raises(hierdp.solvers.UnsupportedProblem, match="does not take the options"):
+        hierdp.solve(p, solver="auto", telepathy=True)
