@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hierdp.errors import HierdpError
+from hierdp.errors import HierdpError, exact_number
 
 #: "is this float an integer" decisions on real-valued groups allow this many ulps of the group's
 #: magnitude (a fixed *relative* tolerance would reach whole units at counts of 10^12)
@@ -59,7 +59,7 @@ def group_magnitude_problem(values: np.ndarray, totals: np.ndarray, *, real_arit
               float(np.abs(tot[np.isfinite(tot)]).max()) if tot.size else 0.0)
     if big >= limit:
         kind = "real-valued targets" if real_arithmetic else "integer values"
-        return (f"magnitude {big:.4g} is beyond {text}, the largest at which float64 resolves single units "
+        return (f"magnitude {exact_number(big)} is beyond {text}, the largest at which float64 resolves single units "
                 f"for {kind}")
     return None
 
@@ -94,7 +94,7 @@ def check_groups(
     if vals.size and np.abs(vals).max() >= limit:
         raise GroupError(f"values must be below {limit_text} in magnitude (beyond it float64 cannot resolve "
                          f"single units here); entry {int(np.argmax(np.abs(vals)))} is "
-                         f"{vals[np.argmax(np.abs(vals))]:g}")
+                         f"{exact_number(vals[np.argmax(np.abs(vals))])}")
     offs = np.asarray(offsets)
     if offs.ndim != 1 or offs.size < 1:
         raise GroupError("offsets must be a one-dimensional array with len(totals)+1 entries")
@@ -117,7 +117,7 @@ def check_groups(
         raise GroupError(f"totals must be non-negative; group {g} has total {tot[g]}")
     if tot.size and tot.max() >= limit:
         g = int(np.argmax(tot))
-        raise GroupError(f"totals must be below {limit_text}; group {g} has total {tot[g]:g}")
+        raise GroupError(f"totals must be below {limit_text}; group {g} has total {exact_number(tot[g])}")
     if integer_totals:
         if np.any(tot != np.round(tot)):
             g = int(np.flatnonzero(tot != np.round(tot))[0])

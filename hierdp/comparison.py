@@ -146,11 +146,11 @@ def _create(conf: Configuration, budget: dict[str, Any], params: dict[str, Any],
 def _status_of(exc: BaseException) -> str:
     from hierdp.mechanisms.base import MechanismParameterError, ReleaseAborted
     from hierdp.privacy.errors import PrivacyParameterError
-    from hierdp.solvers.base import SolverFailed, Status, UnsupportedProblem
+    from hierdp.solvers.base import SolverFailed, Termination, UnsupportedProblem
 
     cause = exc.cause if isinstance(exc, ReleaseAborted) else exc
-    if isinstance(cause, SolverFailed) and cause.status == Status.TIME_LIMIT:
-        return str(Status.TIME_LIMIT)
+    if isinstance(cause, SolverFailed) and cause.termination == Termination.TIME_LIMIT:
+        return str(Termination.TIME_LIMIT)
     if isinstance(cause, (UnsupportedProblem, TypeError, MechanismParameterError, PrivacyParameterError)):
         return "unsupported"
     return "failed"

@@ -399,3 +399,122 @@ def _qp_optimum(problem, f, free, bounds, eq_rows, eq_rhs, ub_rows, ub_rhs, fixe
 def feasible_continuous(problem, v: np.ndarray, tol: float) -> bool:
     """:func:`feasible` with a tolerance for continuous answers."""
     return feasible(problem, v, tol)
+
+
+# ---------------------------------------------------------------------------------- exact arithmetic
+def feasible_exact(problem, values) -> bool:
+    """Every constraint of an *integer* problem at an integer point, in Python integers and
+    fractions (no tolerance: the check a count at 10^12 needs)."""
+    from fractions import Fraction
+
+    raw = np.asarray(values)
+    if raw.shape != (problem.n,):
+        return False
+    try:
+        if raw.dtype == object or np.issubdtype(raw.dtype, np.integer):
+            v = [int(x) for x in raw.tolist()]
+        else:
+            v = [int(x) if float(x).is_integer() else None for x in raw.astype(float).tolist()]
+    except (OverflowError, ValueError):
+        return False
+    if any(x is None for x in v):
+        return False
+    lo, hi = _bounds(problem)
+    for i, x in enumerate(v):
+        if not np.isnan(problem.fixed[i]) and x != int(problem.fixed[i]):
+            return False
+        if np.isfinite(lo[i]) and Fraction(x) < Fraction(float(lo[i])):
+            return False
+        if np.isfinite(hi[i]) and Fraction(x) > Fraction(float(hi[i])):
+            return False
+    sums: dict[int, int] = {}
+    for i, p in enumerate(problem.parent):
+        if p >= 0:
+            sums[int(p)] = sums.get(int(p), 0) + v[i]
+    if any(s != v[p] for p, s in sums.items()):
+        return False
+    if problem.n_constraints:
+        c = problem.constraints
+        m = c.matrix
+        for r in range(m.shape[0]):
+            s, e = m.indptr[r], m.indptr[r + 1]
+            act = sum((Fraction(float(a)) * v[j] for a, j in zip(m.data[s:e], m.indices[s:e], strict=True)),
+                      Fraction(0))
+            if (np.isfinite(c.lower[r]) and act < Fraction(float(c.lower[r]))) or \
+                    (np.isfinite(c.upper[r]) and act > Fraction(float(c.upper[r]))):
+                return False
+    return True
+
+
+def objective_exact(problem, values):
+    """The objective at an integer point as an exact fraction (l2 and l1; no query terms)."""
+    from fractions import Fraction
+
+    total = Fraction(0)
+    for i, x in enumerate(np.asarray(values).tolist()):
+        t = problem.target[i]
+        if not np.isnan(problem.fixed[i]) or np.isnan(t):
+            continue
+        d = int(x) - Fraction(float(t))
+        w = Fraction(float(problem.weights[i]))
+        total += w * (d * d if problem.objective == "l2" else abs(d))
+    return total
+
+
+def enumerate_exact(problem, lo: int, hi: int):
+    """Exact optimum (a fraction) over every integer vector of the free nodes in ``[lo, hi]`` (None:
+    infeasible there); objectives and constraints in exact arithmetic (``objective_exact``)."""
+    free = np.flatnonzero(np.isnan(problem.fixed))
+    base = [int(x) if not np.isnan(x) else 0 for x in problem.fixed.tolist()]
+    best = None
+    for combo in itertools.product(range(lo, hi + 1), repeat=free.size):
+        v = list(base)
+        for i, c in zip(free.tolist(), combo, strict=True):
+            v[i] = c
+        if not feasible_exact(problem, np.array(v, dtype=object)):
+            continue
+        obj = objective_exact(problem, v)
+        if best is None or obj < best:
+            best = obj
+    return best
+
+
+def kkt_l2_optimum(problem) -> float:
+    """Optimum of a continuous weighted-L2 problem *without* sign constraints, bounds or rows (tree
+    consistency, fixed nodes and query terms only): the KKT linear system of the equality-
+    constrained least squares, solved by least squares (exact up to float round-off; a flat
+    direction - a node no term reaches - leaves the optimum value unchanged)."""
+    n = problem.n
+    free = np.isnan(problem.fixed)
+    w = np.where(free & ~np.isnan(problem.target), problem.weights, 0.0)
+    t = np.nan_to_num(problem.target)
+    rows_a, rows_t, rows_w = [np.eye(n)], [t], [w]
+    if problem.n_query_terms:
+        q = problem.queries
+        rows_a.append(q.matrix.toarray())
+        rows_t.append(q.target)
+        rows_w.append(q.weight)
+    a = np.vstack(rows_a)
+    tt = np.concatenate(rows_t)
+    ww = np.concatenate(rows_w)
+    eq, rhs = [], []
+    kids = _children(problem)
+    for p in range(n):
+        if kids[p]:
+            r = np.zeros(n)
+            r[kids[p]] = 1.0
+            r[p] -= 1.0
+            eq.append(r)
+            rhs.append(0.0)
+    for i in np.flatnonzero(~free):
+        r = np.zeros(n)
+        r[i] = 1.0
+        eq.append(r)
+        rhs.append(problem.fixed[i])
+    c = np.array(eq) if eq else np.zeros((0, n))
+    h = 2 * a.T @ (ww[:, None] * a)
+    g = 2 * a.T @ (ww * tt)
+    kkt = np.block([[h, c.T], [c, np.zeros((c.shape[0], c.shape[0]))]])
+    sol = np.linalg.lstsq(kkt, np.concatenate([g, np.array(rhs)]), rcond=None)[0]
+    y = sol[:n]
+    return float(np.sum(ww * (a @ y - tt) ** 2))

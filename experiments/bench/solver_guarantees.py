@@ -99,7 +99,7 @@ def time_limits(limit: float) -> None:
             except UnsupportedProblem:
                 outcome = "refused (unsupported)"
             except SolverFailed as exc:
-                outcome = f"{exc.status.value}" + (" + best" if exc.best is not None else "")
+                outcome = f"{exc.termination.value}" + (" + best" if exc.best is not None else "")
             dt = time.perf_counter() - t
             worst = max(worst, dt - limit)
             if outcome != "refused (unsupported)":
@@ -125,7 +125,7 @@ def presolve_levels() -> None:
                 sol = hierdp.solve(p, solver="highs", time_limit=20, **({"presolve": presolve} if presolve else {}))
                 obj = sol.objective
             except SolverFailed as exc:
-                obj = f"{exc.status.value}"
+                obj = f"{exc.termination.value}"
             row.append((time.perf_counter() - t, obj))
         tot[0] += row[0][0]
         tot[1] += row[1][0]

@@ -194,7 +194,7 @@ def solve_level(tree: hierdp.Hierarchy, c: Constraints, seed: int, time_limit: f
                 value = ("no exact plug-in accepts it" if solver == "auto"
                          else str(exc).split("exactly: ", 1)[-1][:70])
             except SolverFailed as exc:
-                outcome, value = str(getattr(exc.status, "value", exc.status)), ""
+                outcome, value = str(getattr(exc.termination, "value", exc.termination)), ""
             print(f"   {objective:<9} {solver:<8} {outcome:<20} {time.perf_counter() - t0:>8.2f}  {value}")
         if len(found) > 1:
             vals = list(found.values())

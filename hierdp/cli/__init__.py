@@ -110,7 +110,7 @@ def _solver_stop_text(exc: BaseException, stop: BaseException) -> str:
         level = getattr(exc, "level", -1)
         at = f"at level {level} ({getattr(exc, 'level_name', '')}) " if isinstance(level, int) and level >= 0 else ""
         where = f"; the release stopped {at}after its noise was drawn ({exc.spent} spent)"  # type: ignore[attr-defined]
-    return f"status {getattr(stop, 'status', 'failed')}: {text}{where}; nothing was written"
+    return f"status {getattr(stop, 'termination', 'failed')}: {text}{where}; nothing was written"
 
 
 def _resume_hint(args: argparse.Namespace) -> str:

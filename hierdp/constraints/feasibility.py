@@ -60,8 +60,8 @@ def decide(problem: Any, *, solver: Any = "auto", time_limit: float | None = Non
 def is_infeasible(exc: BaseException) -> bool:
     """True when a solver failure says the problem has no feasible point (not a failed check of a
     returned point, not a time limit)."""
-    status = getattr(exc, "status", None)
-    return str(getattr(status, "value", status)) == "infeasible"
+    termination = getattr(exc, "termination", None)
+    return str(getattr(termination, "value", termination)) == "infeasible" and getattr(exc, "refuted_by", None) is None
 
 
 def _no_objective(problem: Any) -> bool:

@@ -66,6 +66,8 @@ from typing import Any
 import numpy as np
 
 from hierdp.models.blocks import KIND_CUMULATIVE
+from hierdp.errors import exact_number
+from hierdp.models.feasibility import row_violations
 from hierdp.models.problem import Problem, ProblemError
 
 #: refuse integer-L2 epigraphs with more chord rows than this per group (and for all query terms of a
@@ -290,7 +292,7 @@ def batch_components(problem: Problem) -> np.ndarray:
     edges_g: list[np.ndarray] = []
     edges_c: list[np.ndarray] = []
     n_couplers = 0
-    mats = []
+    mats: list[tuple[Any, np.ndarray | None]] = []
     if problem.n_constraints:
         mats.append((problem.constraints.matrix, None))
     if problem.n_query_terms:
@@ -372,7 +374,7 @@ def model_arrays(
         upper = np.floor(upper + 1e-9)
     if np.any(lower > upper):
         i = int(nodes[np.flatnonzero(lower > upper)[0]])
-        raise ModelInfeasible(f"{problem._label(i)}: no integer value between its bounds")
+        raise ModelInfeasible(f"{problem.label(i)}: no integer value between its bounds")
 
     cons = _consistency_rows(problem, sel, col_of, fixed0)
     lin = _user_rows(problem, sel, col_of, fixed0)
@@ -461,12 +463,16 @@ def _user_rows(problem: Problem, sel: np.ndarray, col_of: np.ndarray, fixed0: np
     n_free = np.bincount(row[fr], minlength=mat.shape[0])
     fixed_only = np.flatnonzero(n_free == 0)
     if fixed_only.size:
-        a, lo, hi = const[fixed_only], rows.lower[fixed_only], rows.upper[fixed_only]
-        bad = (a < lo - 1e-9 * np.maximum(1, np.abs(lo))) | (a > hi + 1e-9 * np.maximum(1, np.abs(hi)))
+        # checked as Problem.violations checks rows: exactly in integers for integer problems (a
+        # relative tolerance let a row over fixed counts of 10^12 be violated by 2 units: n2)
+        sub = mat[fixed_only]
+        point = fixed0 if not problem.integer else np.rint(fixed0).astype(np.int64)
+        bad = row_violations(sub, rows.lower[fixed_only], rows.upper[fixed_only], point, integer=problem.integer)
         if bad.any():
             r = int(fixed_only[np.flatnonzero(bad)[0]])
             raise ModelInfeasible(f"linear constraint {rows.name(r)} over fixed nodes only is violated: "
-                                  f"{rows.lower[r]} <= {const[r]} <= {rows.upper[r]}")
+                                  f"{exact_number(rows.lower[r])} <= {exact_number(const[r])} <= "
+                                  f"{exact_number(rows.upper[r])} fails")
     pos = np.full(mat.shape[0], -1, np.int64)
     pos[ids] = np.arange(ids.size)
     take = fr & (pos[row] >= 0)
@@ -489,7 +495,7 @@ def _query_rows(problem: Problem, sel: np.ndarray, col_of: np.ndarray, fixed0: n
     pos[ids] = np.arange(ids.size)
     take = fr & (pos[row] >= 0)
     ptr, col, coef = _csr(pos[row[take]], col_of[mat.indices[take]], mat.data[take], ids.size)
-    blocks, block_pos = np.unique(q.block[ids], return_inverse=True)
+    _, block_pos = np.unique(q.block[ids], return_inverse=True)
     return ids, ptr, col, coef, q.target[ids] - const[ids], q.weight[ids].astype(float), n_groups + block_pos.ravel()
 
 
@@ -569,11 +575,11 @@ def _integer_l2_window(problem: Problem, arr: ModelArrays, center: np.ndarray | 
         hi = np.minimum(hi, np.floor(c + radius))
     if np.any(~np.isfinite(lo) | ~np.isfinite(hi)):
         i = int(arr.nodes[j[np.flatnonzero(~np.isfinite(lo) | ~np.isfinite(hi))[0]]])
-        raise ModelTooLarge(f"integer L2 epigraph needs a bounded domain: {problem._label(i)} is unbounded "
+        raise ModelTooLarge(f"integer L2 epigraph needs a bounded domain: {problem.label(i)} is unbounded "
                             "(give bounds, fix an ancestor, or pass the continuous optimum as l2_center)")
     if np.any(lo > hi):
         i = int(arr.nodes[j[np.flatnonzero(lo > hi)[0]]])
-        raise ModelInfeasible(f"{problem._label(i)}: empty integer domain")
+        raise ModelInfeasible(f"{problem.label(i)}: empty integer domain")
     per_group = np.bincount(arr.obj_group, weights=np.maximum(hi - lo, 1), minlength=max(arr.groups.size, 1))
     if per_group.size and per_group.max() > max_pieces:
         g = int(arr.groups[int(np.argmax(per_group))]) if arr.groups.size else 0

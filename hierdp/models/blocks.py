@@ -78,7 +78,7 @@ class _ChunkStore:
             return (csr_matrix((0, n_cols)), np.zeros(0), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int8))
         nnz = np.array([c.indices.size for c in self.chunks], dtype=np.int64)
         shift = np.concatenate([[0], np.cumsum(nnz)[:-1]])
-        indptr = np.concatenate([[0]] + [c.indptr[1:] + s for c, s in zip(self.chunks, shift)]).astype(np.int64)
+        indptr = np.concatenate([[0]] + [c.indptr[1:] + s for c, s in zip(self.chunks, shift, strict=True)]).astype(np.int64)
         indices = np.concatenate([c.indices for c in self.chunks]).astype(np.int64)
         data = np.concatenate([c.data for c in self.chunks]).astype(float)
         rows = indptr.size - 1

@@ -69,6 +69,7 @@ from typing import Any
 
 import numpy as np
 
+from hierdp.errors import exact_number
 from hierdp.errors import HierdpError
 from hierdp.solvers._costtable_segments import (
     gather_runs,
@@ -102,9 +103,10 @@ class TreeTooLarge(HierdpError, ValueError):
 
 
 class TimeLimitReached(HierdpError, RuntimeError):
-    """The time limit passed; ``values`` holds the best feasible point found (not proven optimal)."""
+    """The time limit passed; ``values`` holds the best feasible point found (not proven optimal),
+    or None when there is none yet."""
 
-    def __init__(self, values: np.ndarray, stats: dict[str, Any]) -> None:
+    def __init__(self, values: np.ndarray | None, stats: dict[str, Any]) -> None:
         self.values = values
         self.stats = stats
         super().__init__("time limit reached before optimality was certified")
@@ -228,7 +230,8 @@ def compile_domains(forest: Forest, target: np.ndarray, weights: np.ndarray, fix
     bad = is_fixed & ((fv < lo_own) | (fv > hi_own))
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
-        raise InfeasibleTree(f"node {int(o[k])} is fixed at {fv[k]:g} outside its bounds [{lower[k]:g}, {upper[k]:g}]")
+        raise InfeasibleTree(f"node {int(o[k])} is fixed at {exact_number(fv[k])} outside its bounds "
+                             f"[{exact_number(lower[k])}, {exact_number(upper[k])}]")
     a = np.where(is_fixed, fv, lo_own)
     b = np.where(is_fixed, fv, hi_own)
     m = np.maximum(a, np.where(costed, np.ceil(x), -np.inf))  # bound on the smallest minimiser
@@ -249,14 +252,15 @@ def compile_domains(forest: Forest, target: np.ndarray, weights: np.ndarray, fix
         if empty.any():
             k = int(np.flatnonzero(empty)[0])
             raise InfeasibleTree(
-                f"node {int(o[sl.start + k])}: its own range [{own_a[k]:g}, {own_b[k]:g}] (bounds or fixed value) "
-                f"does not meet the range its children can sum to [{sa[k]:g}, {sb[k]:g}]")
+                f"node {int(o[sl.start + k])}: its own range [{exact_number(own_a[k])}, {exact_number(own_b[k])}] "
+                f"(bounds or fixed value) "
+                f"does not meet the range its children can sum to [{exact_number(sa[k])}, {exact_number(sb[k])}]")
         a[sl], b[sl] = na, nb
         m[sl] = np.where(inner, np.maximum(np.maximum(m[sl], sm), na), m[sl])
     empty = a > b
     if empty.any():
         k = int(np.flatnonzero(empty)[0])
-        raise InfeasibleTree(f"node {int(o[k])}: empty range [{a[k]:g}, {b[k]:g}]")
+        raise InfeasibleTree(f"node {int(o[k])}: empty range [{exact_number(a[k])}, {exact_number(b[k])}]")
     cap = np.minimum(b, m)
     for d in range(1, forest.n_levels):
         nx = forest.level(d)
@@ -265,7 +269,8 @@ def compile_domains(forest: Forest, target: np.ndarray, weights: np.ndarray, fix
     biggest = max(float(np.abs(cap).max(initial=0.0)), float(np.abs(a).max(initial=0.0)),
                   float(np.abs(x).max(initial=0.0)))
     if biggest > MAX_EXACT:
-        raise TreeTooLarge(f"values up to {biggest:.3g} exceed the DP's exact range {float(MAX_EXACT):.3g} (2^50)")
+        raise TreeTooLarge(f"values up to {exact_number(biggest)} exceed the DP's exact range {exact_number(MAX_EXACT)} "
+                           "(2^50)")
     wc = weights[costed]
     if wc.size and (wc.min() < MIN_WEIGHT or wc.max() > MAX_WEIGHT):
         raise TreeTooLarge("positive weights must lie in [2^-100, 2^100]")
@@ -598,6 +603,7 @@ def _center(forest: Forest, dom: Domains, deadline: float | None = None) -> tupl
         w, x, costed, fixed = dom.w[sl], dom.x[sl], dom.costed[sl], dom.is_fixed[sl]
         leaves = _leaf_curves(lo[leaf], hi[leaf], w[leaf], x[leaf], costed[leaf], fixed[leaf])
         if inner.size:
+            assert below is not None  # a level with internal nodes has a level below it
             g = _merge(below, cnt)  # all nodes of the level; leaves get empty runs
             g_curves[d] = g
             events += int(g.t.size)
@@ -621,10 +627,11 @@ def _center(forest: Forest, dom: Domains, deadline: float | None = None) -> tupl
         inner = np.flatnonzero(cnt > 0)
         if inner.size == 0:
             continue
-        g = g_curves[d]
-        first = starts_of(g.counts)
+        g_d = g_curves[d]
+        assert g_d is not None  # stored by the bottom-up pass for every level with internal nodes
+        first = starts_of(g_d.counts)
         yy = y[sl][inner].astype(float)
-        tau = _invert_g(g, first, inner, yy)
+        tau = _invert_g(g_d, first, inner, yy)
         tau_all = np.zeros(cnt.size)
         tau_all[inner] = tau
         child_tau = np.repeat(tau_all, cnt)
@@ -658,7 +665,7 @@ def _combine(size: int, leaf: np.ndarray, leaves: Curves, inner: np.ndarray, u_i
     arrays = [np.empty(total) for _ in range(4)]
     for nodes, part in ((leaf, leaves), (inner, u_inner)):
         dst = gather_runs(first[nodes], part.counts)
-        for arr, src in zip(arrays, (part.t, part.jump, part.slope, part.value)):
+        for arr, src in zip(arrays, (part.t, part.jump, part.slope, part.value), strict=True):
             arr[dst] = src
     return Curves(start, counts, *arrays)
 
@@ -683,6 +690,7 @@ def _children_values(forest: Forest, dom: Domains, g_curves: list[Curves | None]
     inner = ~leaf & ~fixed
     if inner.any():
         g = g_curves[d]
+        assert g is not None  # stored by the bottom-up pass for every level with internal nodes
         first = starts_of(g.counts)
         local = nodes[inner]
         wi = w[inner]
@@ -714,8 +722,11 @@ def _window_dp(forest: Forest, dom: Domains, lo_w: np.ndarray, hi_w: np.ndarray,
     consistent point). Returns the values and the number of marginals handled."""
     n_levels = forest.n_levels
     nch = forest.n_children
-    levels: list[_Level | None] = [None] * n_levels
-    m_counts = m_vals = start_next = None
+    levels: list[_Level] = []
+    # the level below (the deepest level has no internal node, so these start empty and unused)
+    m_counts = np.zeros(0, np.int64)
+    m_vals = np.zeros(0)
+    start_next = np.zeros(0, np.int64)
     work = 0
     for d in range(n_levels - 1, -1, -1):
         _check(deadline)
@@ -727,8 +738,8 @@ def _window_dp(forest: Forest, dom: Domains, lo_w: np.ndarray, hi_w: np.ndarray,
         sum_start = np.zeros(cnt.size, np.int64)
         pre_counts = np.zeros(cnt.size, np.int64)
         pre_child = np.zeros(0, np.int64)
-        g_sorted = None
-        g_first = None
+        g_sorted = np.zeros(0)
+        g_first = np.zeros(0, np.int64)
         if inner.size:
             sum_start = segment_reduce(np.add, start_next, cnt, 0)
             sum_end = segment_reduce(np.add, start_next + m_counts, cnt, 0)
@@ -756,8 +767,9 @@ def _window_dp(forest: Forest, dom: Domains, lo_w: np.ndarray, hi_w: np.ndarray,
             vals = own.copy()
             vals[is_inner] += g_sorted[g_first[node[is_inner]] + rank]
         negatives = segment_reduce(np.add, (vals < 0).astype(np.int64), counts, 0) if d == 0 else np.zeros(0, np.int64)
-        levels[d] = _Level(lo, sum_start, pre_counts, pre_child, negatives)
+        levels.append(_Level(lo, sum_start, pre_counts, pre_child, negatives))
         m_counts, m_vals, start_next = counts, vals, lo
+    levels.reverse()  # built deepest first
     # top-down
     y = np.zeros(forest.n, np.int64)
     sl = forest.level(0)

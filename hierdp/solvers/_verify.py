@@ -223,7 +223,7 @@ def continuous_linf_gap(problem: Problem, objective: float, time_limit: float | 
 
 def _level_continuous_linf(problem: Problem) -> np.ndarray:
     """Continuous L∞ optimum of every group of a level problem, by bisection (no solver)."""
-    parents, offsets, child_index, totals = problem.level_groups()
+    _, offsets, child_index, totals = problem.level_groups()
     x = problem.target[child_index]
     w = problem.weights[child_index]
     lo_b = problem.effective_lower[child_index]
@@ -327,7 +327,7 @@ def _continuous_linf_lp_gap(problem: Problem, objective: float, time_limit: floa
             ub_rhs.append(sign * (bound[fin] - const[fin]))
     lo = problem.effective_lower[nodes]
     hi = problem.upper[nodes]
-    bounds = [(None if not np.isfinite(a_) else a_, None if not np.isfinite(b_) else b_) for a_, b_ in zip(lo, hi)]
+    bounds = [(None if not np.isfinite(a_) else a_, None if not np.isfinite(b_) else b_) for a_, b_ in zip(lo, hi, strict=True)]
     bounds += [(0, None)] * (ng + nq_blocks)
     cost = np.r_[np.zeros(nv), np.ones(ng + nq_blocks)]
     res = linprog(cost, A_ub=vstack(ub_parts).tocsr() if ub_parts else None,

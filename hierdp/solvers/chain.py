@@ -16,8 +16,11 @@ optimum is the weighted isotonic regression clipped to the bounds (PAVA, scipy's
 the integer optimum is its rounding ``ceil(x - 1/2)``: the integer tables are the continuous ones
 sampled at half-integers (proof in :mod:`hierdp.solvers._isotonic`). No window is involved, so
 nothing can be cut off; every integer answer is nevertheless certified by the L♮-convex local
-optimality test (exact in int64 for integer targets and weights) and a run that fails it is
-re-solved with exact rational arithmetic. Work: ``O(N)`` for a chain of ``N`` nodes (plus
+optimality test, summed over the nodes' own targets and weights (exact in int64 for targets and
+weights on a short binary grid; otherwise float64 with a rigorous error bound, and exact rational
+sums for the blocks the bound leaves undecided), and a run that fails it is re-solved with exact
+rational arithmetic. Reproducer n1 (real targets at 2^46, where the float PAVA rounds a pooled
+mean across a half-integer) is caught there. Work: ``O(N)`` for a chain of ``N`` nodes (plus
 ``O(N log N)`` to order the chain), independent of the counts (paper Theorem 5 is ``O(N d)`` with
 ``d`` the domain width).
 """
@@ -31,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from hierdp.errors import exact_number
 from hierdp.models.problem import Problem
-from hierdp.solvers._isotonic import continuous_runs, integer_runs
-from hierdp.solvers.base import Capabilities, Solution, Solver, SolverFailed, finish
+from hierdp.solvers._isotonic import Runs, continuous_runs, integer_runs
+from hierdp.solvers.base import Capabilities, Solution, Solver, SolverFailed, Termination, finish
 
 __all__ = ["ChainSolver", "ChainStructure", "NotAChain", "chain_structure"]
 
@@ -54,6 +58,8 @@ class ChainStructure:
         run_lo, run_hi: bounds of each run (previous / next fixed value, and the lower bound).
         comp_fixed: fixed value per component (NaN: free).
         S, W: per component ``sum w t`` and ``sum w``.
+        member_ptr, member_nodes: the nodes of every run position (``run_nodes`` order):
+            ``member_nodes[member_ptr[p]:member_ptr[p + 1]]``.
     """
 
     rep: np.ndarray
@@ -65,6 +71,8 @@ class ChainStructure:
     S: np.ndarray
     W: np.ndarray
     n_paths: int
+    member_ptr: np.ndarray
+    member_nodes: np.ndarray
 
 
 def _difference_rows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -93,7 +101,8 @@ def _difference_rows(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarr
     eq = (lo == 0) & (hi == 0)
     if not (ge | le | eq).all():
         r = int(np.flatnonzero(~(ge | le | eq))[0])
-        raise NotAChain(f"row {rows.name(r)} has bounds [{lo[r]:g}, {hi[r]:g}]; a chain row is >= 0, <= 0 or = 0")
+        raise NotAChain(f"row {rows.name(r)} has bounds [{exact_number(lo[r])}, {exact_number(hi[r])}]; a chain row is "
+                        ">= 0, <= 0 or = 0")
     a = np.where(le, plus, minus)
     b = np.where(le, minus, plus)
     return a.astype(np.int64), b.astype(np.int64), eq
@@ -107,14 +116,14 @@ def chain_structure(problem: Problem) -> ChainStructure:
     n = problem.n
     if np.any(problem.parent >= 0):
         i = int(np.flatnonzero(problem.parent >= 0)[0])
-        raise NotAChain(f"{problem._label(i)} has a parent: tree consistency is not a chain of difference "
+        raise NotAChain(f"{problem.label(i)} has a parent: tree consistency is not a chain of difference "
                         "constraints (use costtable for trees)")
     free = problem.is_free
     tgt = problem.target
     if np.any(free & np.isnan(tgt)):
-        raise NotAChain(f"{problem._label(int(np.flatnonzero(free & np.isnan(tgt))[0]))} has no target")
+        raise NotAChain(f"{problem.label(int(np.flatnonzero(free & np.isnan(tgt))[0]))} has no target")
     if np.any(free & (problem.weights <= 0)):
-        raise NotAChain(f"{problem._label(int(np.flatnonzero(free & (problem.weights <= 0))[0]))} has weight 0")
+        raise NotAChain(f"{problem.label(int(np.flatnonzero(free & (problem.weights <= 0))[0]))} has weight 0")
     a, b, eq = _difference_rows(problem)
     # merge equality components
     g = coo_matrix((np.ones(int(eq.sum())), (a[eq], b[eq])), shape=(n, n))
@@ -131,7 +140,8 @@ def chain_structure(problem: Problem) -> ChainStructure:
         clash = np.isfinite(cmin) & (cmin != cmax)
         if clash.any():
             c = int(np.flatnonzero(clash)[0])
-            raise NotAChain(f"infeasible: nodes tied by equality rows are fixed at {cmin[c]:g} and {cmax[c]:g}")
+            raise NotAChain(f"infeasible: nodes tied by equality rows are fixed at {exact_number(cmin[c])} and "
+                            f"{exact_number(cmax[c])}")
         comp_fixed = np.where(np.isfinite(cmin), cmin, np.nan)
     w = np.where(free, problem.weights, 0.0)
     W = np.bincount(rep, weights=w, minlength=n_comp)
@@ -147,7 +157,7 @@ def chain_structure(problem: Problem) -> ChainStructure:
     if np.any(outdeg > 1) or np.any(indeg > 1):
         c = int(np.flatnonzero((outdeg > 1) | (indeg > 1))[0])
         node = int(np.flatnonzero(rep == c)[0])
-        raise NotAChain(f"{problem._label(node)} has {'two successors' if outdeg[c] > 1 else 'two predecessors'}: "
+        raise NotAChain(f"{problem.label(node)} has {'two successors' if outdeg[c] > 1 else 'two predecessors'}: "
                         "the constraints branch (a chain is a path)")
     succ = np.full(n_comp, -1, np.int64)
     succ[ca] = cb
@@ -163,7 +173,7 @@ def chain_structure(problem: Problem) -> ChainStructure:
         jump = jump[jump]
     if np.any(succ[jump] >= 0):
         node = int(np.flatnonzero(rep == int(np.flatnonzero(succ[jump] >= 0)[0]))[0])
-        raise NotAChain(f"the chain constraints through {problem._label(node)} form a cycle")
+        raise NotAChain(f"the chain constraints through {problem.label(node)} form a cycle")
     order = np.lexsort((-dist, jump))  # path by path (tail id), head first
     tail = jump[order]
     # split every path at its fixed components into free runs with bounds
@@ -190,7 +200,7 @@ def chain_structure(problem: Problem) -> ChainStructure:
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             node = int(np.flatnonzero(rep == order[fpos[k]])[0])
-            raise NotAChain(f"infeasible: {problem._label(node)} is fixed at {fval[fpos[k]]:g}, below an earlier "
+            raise NotAChain(f"infeasible: {problem.label(node)} is fixed at {exact_number(fval[fpos[k]])}, below an earlier "
                             "fixed value or the lower bound of its chain")
     free_pos = np.flatnonzero(~is_fixed)
     run_start = np.ones(free_pos.size, bool)
@@ -203,9 +213,21 @@ def chain_structure(problem: Problem) -> ChainStructure:
     run_hi = next_fixed[first]
     if np.any(run_lo > run_hi):
         r = int(np.flatnonzero(run_lo > run_hi)[0])
-        raise NotAChain(f"infeasible: a run of the chain lies between {run_lo[r]:g} and {run_hi[r]:g}")
-    return ChainStructure(rep=rep, run_offsets=run_offsets, run_nodes=order[free_pos], run_lo=run_lo,
-                          run_hi=run_hi, comp_fixed=comp_fixed, S=S, W=W, n_paths=n_paths)
+        raise NotAChain(f"infeasible: a run of the chain lies between {exact_number(run_lo[r])} and "
+                        f"{exact_number(run_hi[r])}")
+    run_nodes = order[free_pos]
+    # the nodes of every run position (the certificate sums marginals over nodes, not over the
+    # rounded component sums)
+    pos_of_comp = np.full(n_comp, -1, np.int64)
+    pos_of_comp[run_nodes] = np.arange(run_nodes.size)
+    node_pos = pos_of_comp[rep]
+    members = np.flatnonzero(node_pos >= 0)
+    members = members[np.argsort(node_pos[members], kind="stable")]
+    member_ptr = np.zeros(run_nodes.size + 1, np.int64)
+    np.cumsum(np.bincount(node_pos[members], minlength=run_nodes.size), out=member_ptr[1:])
+    return ChainStructure(rep=rep, run_offsets=run_offsets, run_nodes=run_nodes, run_lo=run_lo,
+                          run_hi=run_hi, comp_fixed=comp_fixed, S=S, W=W, n_paths=n_paths, member_ptr=member_ptr,
+                          member_nodes=members)
 
 
 class ChainSolver(Solver):
@@ -220,7 +242,9 @@ class ChainSolver(Solver):
         features=frozenset({"weights", "linear_constraints", "cumulative", "free_sign"}),
         limits={"max_magnitude": 2.0 ** 50, "structure": "difference constraints along disjoint paths only",
                 "time_limit": "not needed (linear work)",
-                "tolerance": "exact (integer, certified); isotonic regression in float64 (continuous)"},
+                "optimality": "integer: exact (certified in exact arithmetic); continuous: isotonic regression in "
+                              "float64"},
+        tolerance=1e-9,
         description="paper 001 chain DP (eq. 8): exact L2 under monotone / equality chains (isotonic, certified)",
     )
 
@@ -253,14 +277,17 @@ class ChainSolver(Solver):
         try:
             st = self._compiled(problem)
         except NotAChain as exc:
-            raise SolverFailed(self.name, "infeasible" if "infeasible" in str(exc) else "error", str(exc)) from exc
+            raise SolverFailed(self.name, Termination.INFEASIBLE if "infeasible" in str(exc) else Termination.ERROR,
+                               str(exc)) from exc
         finally:
             self._last = None
         S, W = st.S[st.run_nodes], st.W[st.run_nodes]
         stats: dict[str, Any] = {"paths": st.n_paths, "runs": int(st.run_offsets.size - 1),
                                  "chain_nodes": int(st.run_nodes.size)}
         if problem.integer:
-            comp_vals, more = integer_runs(S, W, st.run_offsets, st.run_lo, st.run_hi)
+            m = st.member_nodes
+            runs = Runs(problem.target[m], problem.weights[m], st.member_ptr, st.run_offsets, st.run_lo, st.run_hi)
+            comp_vals, more = integer_runs(runs)
             stats.update(more)
         else:
             comp_vals = continuous_runs(S, W, st.run_offsets, st.run_lo, st.run_hi)
@@ -269,4 +296,4 @@ class ChainSolver(Solver):
         values = comp[st.rep]
         if problem.integer:
             values = np.rint(values).astype(np.int64)
-        return finish(problem, values, "optimal", self.name, t0, stats)
+        return finish(problem, values, Termination.OPTIMAL, self.name, t0, stats)

@@ -19,7 +19,7 @@ beyond 2^50 (~1.1e15) and positive weights outside [2^-100, 2^100].
 
 ``time_limit`` is honoured between the DP's levels and rounds (overhead: the work of one level
 of one pass, milliseconds on small trees, up to 1-2 s on the 3.2 M-node census tree); when it
-passes, the best feasible point found is returned with status ``Status.TIME_LIMIT`` (the registry then
+passes, the best feasible point found is returned with termination ``time_limit`` (the registry then
 raises ``SolverFailed``).
 """
 
@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hierdp.errors import exact_number
 from hierdp.models.problem import Problem, ProblemError
 from hierdp.solvers._costtable_dp import (
     MAX_EXACT,
@@ -44,7 +45,17 @@ from hierdp.solvers._costtable_dp import (
     compile_domains,
     solve_compiled,
 )
-from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, SolverFailed, Status, UnsupportedProblem, finish
+from hierdp.solvers.base import (
+    Capabilities,
+    GroupSolution,
+    Solution,
+    SolutionStatus,
+    Solver,
+    SolverFailed,
+    Termination,
+    UnsupportedProblem,
+    finish,
+)
 
 __all__ = ["CostTableSolver", "InfeasibleTree", "costtable_solve"]
 
@@ -119,17 +130,13 @@ class CostTableSolver(Solver):
         integer=True,
         continuous=False,
         structures=frozenset({"level", "tree"}),
-        weights=True,
-        bounds=True,
-        linear_constraints=False,
-        pyomo_hooks=False,
-        free_sign=False,
+        features=frozenset({"weights", "bounds", "missing_targets"}),
         # text, not a number: the plug-in checks the values the tree can reach itself (finer than
         # the base class's check of Problem.magnitude())
         limits={"max_magnitude": "2^50 (values the tree can reach; checked by the plug-in)",
                 "time_limit": "honoured between DP levels and rounds (overhead: one level's work, "
                               "up to 1-2 s on a 3.2 M-node tree)",
-                "tolerance": "exact"},
+                "optimality": "exact"},
         description="paper 001 cost-table DP: exact integer weighted L2 over a whole tree (any depth, counts < 2^50)",
     )
 
@@ -168,20 +175,16 @@ class CostTableSolver(Solver):
         try:
             forest, dom = self._compiled(problem)
         except InfeasibleTree as exc:
-            raise SolverFailed(self.name, "infeasible", str(exc)) from exc
+            raise SolverFailed(self.name, Termination.INFEASIBLE, str(exc)) from exc
         finally:
             self._last = None  # do not keep a large compiled tree alive after the solve
         try:
             result = solve_compiled(forest, dom, deadline=deadline)
         except TimeLimitReached as exc:
             if exc.values is None:
-                raise SolverFailed(self.name, Status.TIME_LIMIT, "no feasible point yet") from None
-            return finish(problem, exc.values, Status.TIME_LIMIT, self.name, t0, dict(exc.stats))
-        return finish(problem, result.values, "optimal", self.name, t0, result.stats)
-
-    def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
-        """Alias of :meth:`solve_problem` (the name the registry calls on older bases)."""
-        return self.solve_problem(problem, time_limit=time_limit, **options)
+                raise SolverFailed(self.name, Termination.TIME_LIMIT, "no feasible point yet") from None
+            return finish(problem, exc.values, Termination.TIME_LIMIT, self.name, t0, dict(exc.stats))
+        return finish(problem, result.values, Termination.OPTIMAL, self.name, t0, result.stats)
 
     def solve_groups(self, values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, *,
                      objective: str, integer: bool = True, weights: np.ndarray | None = None,
@@ -202,10 +205,10 @@ class CostTableSolver(Solver):
         if np.any((sizes == 0) & (totals != 0)):
             k = int(np.flatnonzero((sizes == 0) & (totals != 0))[0])
             raise UnsupportedProblem(f"solver 'costtable' cannot solve this problem exactly: infeasible: group {k} "
-                                     f"has no children but total {totals[k]:g}")
+                                     f"has no children but total {exact_number(totals[k])}")
         if totals.size and totals.max() > MAX_EXACT:
             raise UnsupportedProblem(f"solver 'costtable' cannot solve this problem exactly: totals up to "
-                                     f"{totals.max():.3g} exceed the DP's exact range (2^50)")
+                                     f"{exact_number(totals.max())} exceed the DP's exact range (2^50)")
         n = g + x.size
         forest = Forest.from_groups(sizes)
         fixed = np.concatenate([totals, np.full(x.size, np.nan)])
@@ -219,12 +222,13 @@ class CostTableSolver(Solver):
         try:
             result = solve_compiled(forest, dom, deadline=deadline)
         except TimeLimitReached:
-            raise SolverFailed(self.name, Status.TIME_LIMIT) from None
+            raise SolverFailed(self.name, Termination.TIME_LIMIT) from None
         kids = result.values[g:]
         sums = np.zeros(g, np.int64)
         np.add.at(sums, np.repeat(np.arange(g), sizes), kids)
         if np.any(kids < 0) or not np.array_equal(sums, totals.astype(np.int64)):
-            raise SolverFailed(self.name, "infeasible-result", "group sums or signs violated")
+            raise SolverFailed(self.name, Termination.OPTIMAL, "group sums or signs violated",
+                               solution_status=SolutionStatus.INFEASIBLE, refuted_by="feasibility")
         m = ~np.isnan(x)
         objective_value = float(np.sum(w[m] * (kids[m] - x[m]) ** 2))
         return GroupSolution(values=kids, objective=objective_value, solver=self.name,

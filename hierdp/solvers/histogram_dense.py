@@ -303,10 +303,11 @@ class DenseHistogramWLSSolver(Solver):
         objectives=frozenset({"l2"}), integer=False, continuous=True, structures=frozenset({"histogram"}),
         features=frozenset({"weights", "query_terms", "linear_constraints"}),
         limits={"problem_kind": "histogram_wls", "max_cells": MAX_DENSE_CELLS,
-                "tolerance": f"KKT certified per parent: constraints {FEASIBILITY_RTOL:g} x max(1, |parent|), "
-                             f"stationarity {STATIONARITY_RTOL:g} of the gradient's terms",
+                "optimality": f"KKT certified per parent: constraints {FEASIBILITY_RTOL:g} x max(1, |parent|), "
+                              f"stationarity {STATIONARITY_RTOL:g} of the gradient's terms",
                 "rows": "invariant child totals only (no user rows, no bounds but structural zeros)",
                 "time_limit": "not needed (at most max_active_set_updates vectorized passes)"},
+        tolerance=FEASIBILITY_RTOL,
         description="dense per-parent WLS of histogram chunks (K x K inverses per distinct active set): the oracle "
                     "of histogram_wls on small histograms",
     )

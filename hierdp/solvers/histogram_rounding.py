@@ -113,7 +113,7 @@ class HistogramCellsRounder(Solver):
         objectives=frozenset({"l1"}), integer=True, continuous=False, structures=frozenset({"histogram"}),
         features=frozenset({"bounds", "linear_constraints", "query_terms"}),
         limits={"problem_kind": "histogram_rounding",
-                "tolerance": "exact (integers); the queries objective only where a lower bound certifies it",
+                "optimality": "exact (integers); the queries objective only where a lower bound certifies it",
                 "rows": "certified when the cell rounder's point satisfies them",
                 "time_limit": "not needed (one sort)"},
         description="closed-form L1 rounder of histogram chunks over floor + {0, 1} (exact per parent; rows and "

@@ -40,7 +40,7 @@ from hierdp.solvers._histogram_face import (
     Face,
     structure_of,
 )
-from hierdp.solvers.base import Capabilities, Solution, Solver, Status
+from hierdp.solvers.base import Capabilities, Solution, Solver, Termination
 
 __all__ = ["HistogramWLSSolver", "StructuredResult", "kkt_check", "solve_structured"]
 
@@ -411,10 +411,11 @@ class HistogramWLSSolver(Solver):
         objectives=frozenset({"l2"}), integer=False, continuous=True, structures=frozenset({"histogram"}),
         features=frozenset({"weights", "query_terms", "bounds", "linear_constraints"}),
         limits={"problem_kind": "histogram_wls (LevelChunk with marginal query groups)",
-                "tolerance": f"KKT certified per parent: constraints {FEASIBILITY_RTOL:g} x max(1, |parent|), "
-                             f"stationarity {STATIONARITY_RTOL:g} of the gradient's terms",
+                "optimality": f"KKT certified per parent: constraints {FEASIBILITY_RTOL:g} x max(1, |parent|), "
+                              f"stationarity {STATIONARITY_RTOL:g} of the gradient's terms",
                 "time_limit": "checked between working-set updates; uncertified parents say so",
                 "rows": "any rows; coupled parents are solved together (at most max_rows_per_unit active)"},
+        tolerance=FEASIBILITY_RTOL,
         description="structured per-parent WLS of histogram chunks: active set + projected CG on marginal "
                     "structure, KKT-certified per parent (O(slots x groups) per iteration)",
     )
@@ -452,14 +453,14 @@ def chunk_solution(problem: Any, values: np.ndarray, certified: np.ndarray, reas
     st["certified"] = np.asarray(certified, bool)
     st["reasons"] = {int(p): texts.get(int(reason[p]), "not certified") for p in np.flatnonzero(~certified)}
     if certified.all():
-        status = Status.OPTIMAL
+        status = Termination.OPTIMAL
         obj = problem.objective_value(values)
     else:
-        status = Status.TIME_LIMIT if (reason == 5).any() else Status.ITERATION_LIMIT
+        status = Termination.TIME_LIMIT if (reason == 5).any() else Termination.ITERATION_LIMIT
         obj = float("nan")
         st["failed_groups"] = np.flatnonzero(~certified)
         first = int(np.flatnonzero(~certified)[0])
         st["message"] = f"{int((~certified).sum())} parent(s) not solved, e.g. parent {first}: {st['reasons'][first]}"
-    return Solution(values=values, objective=obj, status=status, solver=name, wall_time=time.perf_counter() - t0,
-                    stats=st, bound=obj if status == Status.OPTIMAL else None, gap=0.0 if status == Status.OPTIMAL
+    return Solution(values=values, objective=obj, termination=status, solver=name, wall_time=time.perf_counter() - t0,
+                    stats=st, bound=obj if status == Termination.OPTIMAL else None, gap=0.0 if status == Termination.OPTIMAL
                     else None)

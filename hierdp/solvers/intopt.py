@@ -59,8 +59,6 @@ import numpy as np
 from hierdp._segments import (
     MAX_MAGNITUDE,
     MAX_REAL_MAGNITUDE,
-    ULPS as _ULPS,
-    GroupError,
     check_groups,
     check_sums,
     group_magnitude_problem,
@@ -69,7 +67,7 @@ from hierdp._segments import (
     ulp_tolerance as _tolerance,
 )
 from hierdp.models.problem import Problem
-from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, Status, UnsupportedProblem, finish
+from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, Termination, UnsupportedProblem, finish
 
 Order = Literal["ascending", "descending"]
 ORDERS = ("ascending", "descending")
@@ -297,7 +295,7 @@ class IntOptOptions:
             :func:`intopt`.
     """
 
-    order: str = "ascending"
+    order: Order = "ascending"
 
     def __post_init__(self) -> None:
         _check_order(self.order)
@@ -321,7 +319,7 @@ class IntOptSolver(Solver):
         structures=frozenset({"level"}),
         features=frozenset(),
         limits={"max_magnitude": MAX_MAGNITUDE, "max_magnitude_real_targets": MAX_REAL_MAGNITUDE,
-                "time_limit": "not needed (one vectorized pass)", "tolerance": "exact"},
+                "time_limit": "not needed (one vectorized pass)", "optimality": "exact"},
         description="IntOpt (InfTDA, paper 000 Alg. 4): exact integer L-inf per group, vectorized",
     )
 
@@ -359,7 +357,7 @@ class IntOptSolver(Solver):
         y = intopt_batch(problem.target[child_index], offsets, totals, order=opts.order)
         values = np.rint(np.nan_to_num(problem.fixed)).astype(np.int64)
         values[child_index] = y
-        sol = finish(problem, values, Status.OPTIMAL, self.name, t0,
+        sol = finish(problem, values, Termination.OPTIMAL, self.name, t0,
                      {"n_groups": int(parents.size), "n_children": int(child_index.size), "order": opts.order})
         sol.bound, sol.gap = sol.objective, 0.0
         return sol

@@ -34,7 +34,7 @@ import numpy as np
 from hierdp.models.histogram import MAX_TRANSLATED_NONZEROS
 from hierdp.models.problem import Problem
 from hierdp.solvers import registry
-from hierdp.solvers.base import Solution, Solver, SolverFailed, Status, UnsupportedProblem
+from hierdp.solvers.base import Solution, SolutionStatus, Solver, SolverFailed, Termination, UnsupportedProblem
 
 __all__ = ["GENERAL_AUTO", "MAX_TRANSLATED_NONZEROS", "ChainResult", "check", "is_kind", "solve", "solve_parents", "unsupported_kind"]
 
@@ -126,7 +126,8 @@ def _verify_native(problem: Any, values: np.ndarray, certified: np.ndarray, name
     sub, kids = problem.subset(certified) if not certified.all() else (problem, np.arange(values.shape[0]))
     bad = sub.violations(values[kids])
     if bad:
-        raise SolverFailed(name, Status.INFEASIBLE_RESULT, "; ".join(bad))
+        raise SolverFailed(name, Termination.OPTIMAL, "; ".join(bad), solution_status=SolutionStatus.INFEASIBLE,
+                           refuted_by="feasibility")
     if problem.kind == "histogram_wls" and sub.chunk.queries is not None:
         from hierdp.solvers.histogram_wls import kkt_check
 
@@ -171,12 +172,14 @@ def _solve_translated(problem: Any, s: Solver, time_limit: float | None, verify:
                 local = np.unique(anchors[anchors < npn] // kp)
                 if local.size:
                     failing = idx[local]
-            raise SolverFailed(exc.solver, exc.status, exc.message, groups=failing) from exc
+            raise SolverFailed(exc.solver, exc.termination, exc.message, solution_status=exc.solution_status,
+                               refuted_by=exc.refuted_by, groups=failing) from exc
         values[kids] = sub.values_from_problem(sol.values)
         if verify:
             bad = sub.violations(values[kids])
             if bad:
-                raise SolverFailed(s.name, Status.INFEASIBLE_RESULT, "; ".join(bad), groups=np.flatnonzero(keep))
+                raise SolverFailed(s.name, Termination.OPTIMAL, "; ".join(bad), solution_status=SolutionStatus.INFEASIBLE,
+                                   refuted_by="feasibility", groups=np.flatnonzero(keep))
     return values, np.ones(P, bool)
 
 
@@ -189,7 +192,7 @@ def _solve_once(problem: Any, s: Solver, time_limit: float | None, verify: bool,
     sol = s.solve_problem(problem, time_limit=time_limit, **options)
     values = np.asarray(sol.values)
     stats = dict(sol.stats or {})
-    certified = np.asarray(stats.get("certified", np.full(problem.n_parents, sol.status == Status.OPTIMAL)), bool)
+    certified = np.asarray(stats.get("certified", np.full(problem.n_parents, sol.termination == Termination.OPTIMAL)), bool)
     if verify:
         certified = _verify_native(problem, values, certified, s.name, stats)
     return values, certified, stats
@@ -215,12 +218,13 @@ def solve(problem: Any, solver: str | Solver = "auto", *, time_limit: float | No
     if not certified.all():
         failing = np.flatnonzero(~certified)
         reasons = stats.get("reasons", {})
-        status = Status.TIME_LIMIT if any("time limit" in str(r) for r in reasons.values()) else Status.ITERATION_LIMIT
+        status = (Termination.TIME_LIMIT if any("time limit" in str(r) for r in reasons.values())
+                  else Termination.ITERATION_LIMIT)
         first = int(failing[0])
         raise SolverFailed(s.name, status, f"{failing.size} parent(s) not solved, e.g. parent {first}: "
                            f"{reasons.get(first, 'not certified')}", groups=failing)
-    sol = Solution(values=values, objective=problem.objective_value(values), status=Status.OPTIMAL, solver=s.name,
-                   wall_time=time.perf_counter() - t0, stats=stats)
+    sol = Solution(values=values, objective=problem.objective_value(values), termination=Termination.OPTIMAL,
+                   solver=s.name, wall_time=time.perf_counter() - t0, stats=stats)
     sol.bound, sol.gap = sol.objective, 0.0
     if cross_check is not None:
         other = solve(problem, cross_check, time_limit=time_limit, verify=verify, max_parents=max_parents)
@@ -228,8 +232,9 @@ def solve(problem: Any, solver: str | Solver = "auto", *, time_limit: float | No
         sol.stats["cross_check"] = {"solver": other.solver, "objective": other.objective, "difference": diff,
                                     "wall_time": other.wall_time}
         if diff > cross_check_tolerance * max(1.0, abs(other.objective)):
-            raise SolverFailed(s.name, Status.CROSS_CHECK_MISMATCH,
-                               f"objective {sol.objective!r} vs {other.solver!r}'s {other.objective!r}")
+            raise SolverFailed(s.name, Termination.OPTIMAL,
+                               f"objective {sol.objective!r} vs {other.solver!r}'s {other.objective!r}",
+                               solution_status=SolutionStatus.FEASIBLE, refuted_by="cross_check")
     return sol
 
 
@@ -313,7 +318,7 @@ def solve_parents(problem: Any, chain: Sequence[str | Solver], *, time_limit: fl
         stats[s.name] = {"parents": int(cert.sum()), "seconds": time.perf_counter() - t0, **st}
     left = np.flatnonzero(solved_by < 0)
     if left.size:
-        status = last.status if last is not None else Status.ITERATION_LIMIT
+        status = last.termination if last is not None else Termination.ITERATION_LIMIT
         raise SolverFailed(names[-1] if names else "none", status,
                            f"{left.size} parent(s) solved by no plug-in of {names}:\n  " + "\n  ".join(reasons),
                            groups=left)
@@ -321,3 +326,4 @@ def solve_parents(problem: Any, chain: Sequence[str | Solver], *, time_limit: fl
 
 
 registry._KIND_SOLVE = solve
+registry._KIND_CHECK = check

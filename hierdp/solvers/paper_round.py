@@ -25,7 +25,7 @@ import numpy as np
 
 from hierdp._segments import MAX_REAL_MAGNITUDE
 from hierdp.models.problem import Problem
-from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, UnsupportedProblem
+from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, Termination, UnsupportedProblem, finish
 
 __all__ = ["PaperRoundSolver", "paper_round_batch"]
 
@@ -99,15 +99,10 @@ class PaperRoundSolver(Solver):
         integer=True,
         continuous=False,
         structures=frozenset({"level"}),
-        weights=False,
-        bounds=False,
-        linear_constraints=False,
-        pyomo_hooks=False,
-        free_sign=False,
-        missing_targets=False,
+        features=frozenset(),
         # the continuous step (projection by default) resolves real targets below 2^44 only
         limits={"max_magnitude": MAX_REAL_MAGNITUDE, "time_limit": "passed to the continuous step",
-                "tolerance": "none: a heuristic, not the integer L2 optimum"},
+                "optimality": "none: a heuristic, not the integer L2 optimum"},
         description="paper 000 TDA_l2 heuristic: paper's rounding of the continuous L2 projection "
                     "(consistent; NOT the integer L2 optimum; never chosen by auto)",
     )
@@ -131,7 +126,8 @@ class PaperRoundSolver(Solver):
         return paper_round_batch(np.asarray(cont.values, dtype=np.float64), offsets,
                                  np.rint(np.asarray(totals, dtype=np.float64)).astype(np.int64))
 
-    def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
+    def solve_problem(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
+        """The paper's rounding of the continuous optimum (termination ``completed``: a heuristic)."""
         continuous_solver, continuous_options = self._options(options)
         t0 = time.perf_counter()
         parents, offsets, child_index, totals = problem.level_groups()
@@ -139,10 +135,9 @@ class PaperRoundSolver(Solver):
                         continuous_options)
         values = np.rint(np.nan_to_num(problem.fixed)).astype(np.int64)
         values[child_index] = y
-        return Solution(values=values, objective=problem.objective_value(values), status="optimal",
-                        solver=self.name, wall_time=time.perf_counter() - t0,
-                        stats={"exact": False, "rule": "paper 000 §5 rounding", "n_groups": int(parents.size),
-                               "continuous_solver": getattr(continuous_solver, "name", continuous_solver)})
+        return finish(problem, values, Termination.COMPLETED, self.name, t0,
+                      {"exact": False, "rule": "paper 000 §5 rounding", "n_groups": int(parents.size),
+                       "continuous_solver": getattr(continuous_solver, "name", continuous_solver)})
 
     def solve_groups(self, values: np.ndarray, offsets: np.ndarray, totals: np.ndarray, *, objective: str,
                      integer: bool = True, weights: np.ndarray | None = None, time_limit: float | None = None,

@@ -31,7 +31,7 @@ from hierdp._segments import (
 )
 from hierdp._segments import ulp_tolerance as _tolerance
 from hierdp.models.problem import Problem
-from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, Status, UnsupportedProblem, finish
+from hierdp.solvers.base import Capabilities, GroupSolution, Solution, Solver, Termination, UnsupportedProblem, finish
 
 
 def _simplex_threshold(x: np.ndarray, c: np.ndarray, gid: np.ndarray, starts: np.ndarray,
@@ -178,7 +178,8 @@ class ProjectionSolver(Solver):
         structures=frozenset({"level"}),
         features=frozenset(),
         limits={"max_magnitude": MAX_REAL_MAGNITUDE, "time_limit": "not needed (one vectorized pass)",
-                "tolerance": "exact (integer); a few ulps per entry (continuous)"},
+                "optimality": "exact (integer); a few ulps per entry (continuous)"},
+        tolerance=1e-9,
         description="sort-based projection onto the scaled simplex; exact integer L2 by greedy rounding",
     )
 
@@ -212,7 +213,7 @@ class ProjectionSolver(Solver):
             check_projection(y, offsets, totals, x)
             values = np.nan_to_num(problem.fixed).astype(np.float64)
         values[child_index] = y
-        sol = finish(problem, values, Status.OPTIMAL, self.name, t0,
+        sol = finish(problem, values, Termination.OPTIMAL, self.name, t0,
                      {"n_groups": int(parents.size), "n_children": int(child_index.size), "integer": problem.integer})
         sol.bound, sol.gap = sol.objective, 0.0
         return sol

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from hierdp.models.problem import Problem
-from hierdp.solvers.base import Capabilities, Solution, Solver, SolverFailed
+from hierdp.solvers.base import Capabilities, Solution, Solver, SolverFailed, Termination, finish
 
 __all__ = ["TwoPassSolver", "two_pass_wls"]
 
@@ -65,7 +65,7 @@ def _bottom_up(problem: Problem,
         leaf = nch[v] == 0
         bad = leaf & ~fixed[v] & ~measured[v]
         if bad.any():
-            why.append(f"free leaf {problem._label(int(v[bad][0]))} has no measurement (NaN target or weight 0): "
+            why.append(f"free leaf {problem.label(int(v[bad][0]))} has no measurement (NaN target or weight 0): "
                        "its value is not determined")
             return z, P, S, Q, why
         zv = np.where(leaf, y[v], S[v])
@@ -88,7 +88,7 @@ def _bottom_up(problem: Problem,
             clash = exact_kids & (np.abs(S[v] - np.nan_to_num(f)) > tol)
             if clash.any():
                 k = int(v[clash][0])
-                why.append(f"infeasible: {problem._label(k)} is fixed at {problem.fixed[k]!r} but its fixed "
+                why.append(f"infeasible: {problem.label(k)} is fixed at {problem.fixed[k]!r} but its fixed "
                            f"descendants add up to {S[k]!r}")
                 return z, P, S, Q, why
             zv = np.where(fx, np.nan_to_num(f), zv)
@@ -139,14 +139,10 @@ class TwoPassSolver(Solver):
         integer=False,
         continuous=True,
         structures=frozenset({"level", "tree"}),
-        weights=True,
-        bounds=False,
-        linear_constraints=False,
-        pyomo_hooks=False,
-        free_sign=True,
-        missing_targets=True,
+        features=frozenset({"weights", "free_sign", "missing_targets"}),
         limits={"time_limit": "not needed (two linear passes)",
-                "tolerance": "closed form in float64 (round-off relative to the magnitude)"},
+                "optimality": "closed form in float64 (round-off relative to the magnitude)"},
+        tolerance=1e-9,
         description="Hay et al. two-pass GLS: exact continuous weighted L2 over a tree, any sign (closed form)",
     )
 
@@ -161,7 +157,7 @@ class TwoPassSolver(Solver):
             why.extend(_bottom_up(problem, levels)[4])
         return why
 
-    def _solve(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
+    def solve_problem(self, problem: Problem, *, time_limit: float | None = None, **options: Any) -> Solution:
         """Solve exactly (``time_limit`` is ignored: two linear passes always finish)."""
         if options:
             raise TypeError(f"twopass takes no options, got {sorted(options)}")
@@ -169,8 +165,6 @@ class TwoPassSolver(Solver):
         try:
             values = two_pass_wls(problem)
         except ValueError as exc:
-            raise SolverFailed(self.name, "infeasible", str(exc)) from exc
-        wall = time.perf_counter() - t0
-        return Solution(values=values, objective=problem.objective_value(values), status="optimal",
-                        solver=self.name, wall_time=wall,
-                        stats={"nodes": problem.n, "levels": int(problem.depth().max()) + 1})
+            raise SolverFailed(self.name, Termination.INFEASIBLE, str(exc)) from exc
+        return finish(problem, values, Termination.OPTIMAL, self.name, t0,
+                      {"nodes": problem.n, "levels": int(problem.depth().max()) + 1})

@@ -66,7 +66,7 @@ CASES = [
     ("contributions", _with(BASE, contributions="2"), {}, r"do not apply to group sizes"),
     ("wrong-mechanism", _with(BASE, mechanism="inftda"), {}, r"--mechanism inftda does not release group sizes"),
     ("solver-cannot-honour-cumulative", _with(BASE, mechanism="pgsr_mhc", solver="costtable"), {},
-     r"cannot honour the cumulative"),
+     r"cumulative chain constraints not supported"),
     ("costtable-region-totals", _with(BASE, region_totals_public=""), {}, r"region_totals_public"),
     ("trips-flag", _with(BASE, origin="state"), {}, r"--origin does not apply to the group-size layout"),
     ("geo-and-observed", _with(BASE, observed_domain_public=""), {}, r"either --geo .* or --observed-domain-public"),

@@ -265,7 +265,7 @@ CASES = [
     ("budgets-do-not-cover", _with(BASE, epsilon="0.0005"), {}, r"budgets do not cover the partitioning"),
     ("solver-for-htf", _with(BASE, solver="highs"), {}, r"--solver does not apply to --mechanism htf"),
     ("time-limit-for-ug", _with(BASE, mechanism="ug", time_limit="5"), {}, r"--time-limit does not apply to --mech"),
-    ("solver-cannot", _with(BASE, mechanism="ag", solver="intopt"), {}, r"consistency_solver 'intopt' cannot solve"),
+    ("solver-cannot", _with(BASE, mechanism="ag", solver="intopt"), {}, r"solver 'intopt' cannot solve the tree's consistency problem"),
     ("solver-unknown", _with(BASE, mechanism="kdtree", solver="gurobi"), {}, r"unknown solver 'gurobi'"),
     # privacy
     ("rho", _with(BASE, epsilon=None, rho="0.5"), {}, r"pure epsilon-DP.*not --rho"),

@@ -15,6 +15,7 @@ from hierdp.constraints import ConstraintError, Constraints, ConstraintsInfeasib
 from hierdp.datasets.group_sizes import random_count_of_counts
 from hierdp.hierarchy.count_of_counts import CountOfCounts
 from hierdp.mechanisms import InfTDA, MechanismParameterError
+from hierdp.solvers import UnsupportedProblem
 from hierdp.mechanisms.pgsr import MH, MHC, ChainDynProg, CumulativeDynProg, GroupSizeTopDown, MDynProg
 from hierdp.mechanisms.pgsr import base as pgsr_base
 from hierdp.mechanisms.pgsr.constraints import GroupSizeConstraints
@@ -372,7 +373,7 @@ def test_options_that_cannot_honour_rows_are_refused_when_built():
         MH(epsilon=1.0, relaxed=True, constraints=c)
     with pytest.raises(MechanismParameterError, match="rounds per cell"):
         MHC(epsilon=1.0, relaxed=True, constraints=c)
-    with pytest.raises(MechanismParameterError, match="cannot honour constraint rows"):
+    with pytest.raises(UnsupportedProblem, match="cannot honour constraint rows"):  # the registry's door
         MDynProg(epsilon=1.0, constraints=c, constraint_solver="costtable")
     with pytest.raises(MechanismParameterError, match="only with constraints"):
         MDynProg(epsilon=1.0, constraint_solver="highs")

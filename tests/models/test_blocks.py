@@ -6,7 +6,7 @@ from scipy.sparse import csr_matrix
 
 import hierdp
 from hierdp.models import Problem, ProblemError
-from hierdp.solvers import UnsupportedProblem, get
+from hierdp.solvers import get
 
 from exact_oracles import enumerate_optimum, feasible, objective_at
 

@@ -4,6 +4,7 @@ CP-SAT; its certificate and exact fallback; its refusals."""
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from scipy.sparse import csr_matrix
 import hierdp
 from hierdp.models import Problem
 from hierdp.solvers import UnsupportedProblem
-from hierdp.solvers._isotonic import certify_runs, exact_integer_run, integer_runs
+from hierdp.solvers._isotonic import Runs, certify_runs, exact_integer_run, integer_runs
 
 
 def _chain(targets, equal, G, weights=None, integer=True):
@@ -53,7 +54,7 @@ def test_matches_brute_force_and_the_table_dp():
         sol = hierdp.solve(_chain(t, eq, G, w), solver="chain")
         best = np.inf
         for v in itertools.product(range(G + 1), repeat=n):
-            x = np.array(v + (G,))
+            x = np.array((*v, G))
             if np.all(np.where(eq, x[1:] == x[:-1], x[1:] >= x[:-1])):
                 best = min(best, float((w * (x[:n] - t) ** 2).sum()))
         assert sol.objective == pytest.approx(best, abs=1e-9)
@@ -103,27 +104,93 @@ def test_certificate_and_exact_fallback():
         W = rng.integers(1, 4, n).astype(float)
         lo, hi = np.array([0.0]), np.array([float(rng.integers(5, 30))])
         off = np.array([0, n])
-        v, stats = integer_runs(S, W, off, lo, hi)
-        exact = exact_integer_run(S, W, lo[0], hi[0])
-        cost = lambda x: float((W * x * x - 2 * S * x).sum())  # noqa: E731
+        runs = Runs.single_nodes(S / W, W, off, lo, hi)  # one node per position: t = S / W
+        v, _stats = integer_runs(runs)
+        exact = exact_integer_run(runs, 0)
+        def cost(x, W=W, S=S):
+            return float((W * x * x - 2 * S * x).sum())
+
         assert cost(v) == pytest.approx(cost(exact), abs=1e-9)
-        ok, arith = certify_runs(v.astype(float), S, W, off, lo, hi)
-        assert ok.all() and arith == "exact int64"
+        ok, arithmetic = certify_runs(v.astype(float), runs)
+        # exact arithmetic proves every optimum (ties included); float bounds may leave a tie
+        # unproven (the run is then solved exactly), never pass a worse point (below)
+        assert ok.all() or arithmetic != "exact int64"
         # a point that is not optimal fails the certificate
         worse = v.astype(float).copy()
         i = int(rng.integers(0, n))
         worse[i:] += 1
         if worse[-1] <= hi[0] and cost(worse) > cost(v) + 1e-9:
-            assert not certify_runs(worse, S, W, off, lo, hi)[0].all()
+            assert not certify_runs(worse, runs)[0].all()
 
 
 def test_half_integer_ties_are_optimal_either_way():
     # targets 0.5 apart: every rounding of a tie must still be certified optimal
-    S = np.array([1.0, 1.0, 3.0])  # means 0.5, 0.5, 1.5 with W = 2
-    W = np.array([2.0, 2.0, 2.0])
-    v, stats = integer_runs(S, W, np.array([0, 3]), np.array([0.0]), np.array([np.inf]))
-    assert stats["exact_resolves"] == 0
-    assert float((W * v * v - 2 * S * v).sum()) == pytest.approx(float((W * np.array([1, 1, 2]) ** 2 - 2 * S * np.array([1, 1, 2])).sum()))
+    runs = Runs.single_nodes(np.array([0.5, 0.5, 1.5]), np.array([2.0, 2.0, 2.0]), np.array([0, 3]),
+                             np.array([0.0]), np.array([np.inf]))
+    v, stats = integer_runs(runs)
+    assert stats["exact_resolves"] == 0 and stats["certificate"] == "exact int64"
+    cost = lambda y: float((2.0 * (np.asarray(y) - np.array([0.5, 0.5, 1.5])) ** 2).sum())
+    assert cost(v) == pytest.approx(cost([1, 1, 2]))
+
+
+def _exact_cost(y, t, w):
+    return sum(Fraction(float(wi)) * (int(yi) - Fraction(float(ti))) ** 2 for yi, ti, wi in zip(y, t, w, strict=True))
+
+
+def _brute_monotone(t, w, lo, hi):
+    """Exact optimum of sum w (y - t)^2 over integers lo <= y_1 <= ... <= y_n <= hi (rational costs)."""
+    base = int(np.floor(min(t))) - 2
+    top = int(np.ceil(max(t))) + 2
+    best = None
+    for y in itertools.combinations_with_replacement(range(max(base, lo), min(top, hi) + 1), len(t)):
+        c = _exact_cost(y, t, w)
+        if best is None or c < best:
+            best = c
+    return best
+
+
+@pytest.mark.parametrize("exponent", [40, 43, 44, 45, 46, 47, 48, 49])
+def test_real_targets_at_2_40_to_2_50_match_exact_brute_force(exponent):
+    """Reproducer n1's class: real targets near 2^43-2^47 once rounded the pooled means in float64;
+    every answer must equal the exact (rational) optimum, including targets off any binary grid."""
+    rng = np.random.default_rng(exponent)
+    B = 2.0 ** exponent
+    for trial in range(30):
+        n = int(rng.integers(2, 5))
+        frac = rng.uniform(-2.5, 2.5, n)
+        if trial % 3 == 0:
+            frac = np.round(frac * 128) / 128  # on a binary grid: the int64 certificate
+        t = B + frac  # float64 rounds B + frac to the grid of 2^(exponent - 52)
+        w = np.ones(n) if trial % 2 else rng.choice([1.0, 0.5, 3.0, 0.1], n)
+        p = Problem(np.full(n, -1), t, objective="l2", integer=True, weights=w)
+        p.add_monotone_chains(np.arange(n)[None, :])
+        sol = hierdp.solve(p, solver="chain")
+        best = _brute_monotone(t, w, -(2 ** 60), 2 ** 60)
+        assert _exact_cost(sol.values, t, w) == best, (exponent, trial, t - B, sol.values - int(B))
+
+
+def test_reproducer_n1():
+    B = 2.0 ** 46
+    t = np.array([B + 1.28125, B - 0.265625])
+    p = Problem([-1, -1], t, objective="l2", integer=True)
+    p.add_monotone_chains(np.array([[0, 1]]))
+    for s in ("chain", "auto"):
+        sol = hierdp.solve(p, solver=s)
+        assert [int(v) - int(B) for v in sol.values] == [1, 1]
+
+
+def test_float_certificate_is_used_and_sound_for_weights_off_the_grid():
+    # weights 1/3 are off every short binary grid: the float certificate with error bounds decides,
+    # and an uncertain run is solved exactly
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        n = int(rng.integers(2, 6))
+        t = rng.normal(1e6, 3, n)
+        w = np.full(n, 1 / 3)
+        runs = Runs.single_nodes(t, w, np.array([0, n]), np.array([-np.inf]), np.array([np.inf]))
+        v, stats = integer_runs(runs)
+        assert stats["certificate"] == "float64 with error bounds"
+        assert _exact_cost(v, t, w) == _brute_monotone(t, w, -(2 ** 60), 2 ** 60)
 
 
 @pytest.mark.parametrize("build, reason", [

@@ -1,49 +1,80 @@
-"""The plug-in contract: Status, Capabilities as feature sets, typed options, the public override
-point, SolverFailed's fields, describe_limits()."""
+"""The plug-in contract: the two status axes (Termination, SolutionStatus), Capabilities as feature
+sets with a stated tolerance, typed options, SolverFailed's fields, describe_limits()."""
 
 import numpy as np
 import pytest
 
 import hierdp
 from hierdp.models import Problem
-from hierdp.solvers import Capabilities, Solution, Solver, SolverFailed, Status, UnsupportedProblem, registry
+from hierdp.solvers import (
+    Capabilities,
+    Solution,
+    SolutionStatus,
+    Solver,
+    SolverFailed,
+    Termination,
+    UnsupportedProblem,
+    registry,
+)
 from hierdp.solvers.base import finish
 
 
-def test_status_is_a_str_enum():
-    assert Status.OPTIMAL == "optimal" and Status.TIME_LIMIT == "time_limit"
-    assert f"{Status.INFEASIBLE}" == "infeasible" and str(Status.ERROR) == "error"
-    assert Status.coerce("time limit") is Status.TIME_LIMIT
-    assert Status.coerce("time limit (feasible, not proven optimal)") is Status.TIME_LIMIT
-    assert Status.coerce("infeasible-result") is Status.INFEASIBLE_RESULT
-    assert Status.coerce("something odd") is Status.ERROR
-    assert Solution(np.zeros(1), 0.0, "optimal", "x", 0.0).status is Status.OPTIMAL
+def test_two_status_axes_are_str_enums():
+    assert Termination.OPTIMAL == "optimal" and Termination.TIME_LIMIT == "time_limit"
+    assert f"{Termination.INFEASIBLE}" == "infeasible" and str(Termination.ERROR) == "error"
+    assert Termination.coerce("time limit") is Termination.TIME_LIMIT
+    assert Termination.coerce("time limit (feasible, not proven optimal)") is Termination.TIME_LIMIT
+    assert Termination.coerce("something odd") is Termination.ERROR
+    assert SolutionStatus.coerce("feasible") is SolutionStatus.FEASIBLE
+    assert {str(s) for s in SolutionStatus} == {"optimal", "feasible", "infeasible", "none"}
+    # the point's status follows the termination unless stated
+    assert Solution(np.zeros(1), 0.0, "optimal", "x", 0.0).solution_status is SolutionStatus.OPTIMAL
+    assert Solution(np.zeros(1), 0.0, Termination.COMPLETED, "x", 0.0).solution_status is SolutionStatus.FEASIBLE
+    assert Solution(np.zeros(1), 0.0, Termination.ERROR, "x", 0.0).solution_status is SolutionStatus.NONE
+
+
+def test_finish_derives_the_point_status_from_an_independent_check():
+    p = Problem.from_groups([1.0, 2.0], [0, 2], [3], objective="l1")
+    good = finish(p, np.array([3, 1, 2]), Termination.TIME_LIMIT, "x", 0.0, {})
+    assert good.solution_status == "feasible" and good.objective == 0.0
+    bad = finish(p, np.array([3, 1, 1]), Termination.TIME_LIMIT, "x", 0.0, {})
+    assert bad.solution_status == "infeasible" and np.isnan(bad.objective)
+    none = finish(p, None, Termination.ERROR, "x", 0.0, {})
+    assert none.solution_status == "none" and np.isnan(none.objective)
 
 
 def test_solver_failed_carries_what_callers_need():
-    best = Solution(np.array([3, 1, 2]), 1.0, Status.TIME_LIMIT, "highs", 1.0)
+    best = Solution(np.array([3, 1, 2]), 1.0, Termination.TIME_LIMIT, "highs", 1.0,
+                    solution_status=SolutionStatus.FEASIBLE)
     exc = SolverFailed("highs", "time limit", "gap 3%", groups=[4, 7], best=best)
-    assert exc.solver == "highs" and exc.status is Status.TIME_LIMIT and exc.message == "gap 3%"
+    assert exc.solver == "highs" and exc.termination is Termination.TIME_LIMIT and exc.message == "gap 3%"
+    assert exc.solution_status is SolutionStatus.FEASIBLE and exc.refuted_by is None
     assert exc.groups.tolist() == [4, 7] and exc.best is best
     assert "time_limit" in str(exc) and "time limit reached" in str(exc) and "groups 4, 7" in str(exc)
-    plain = SolverFailed("x", Status.INFEASIBLE)
+    plain = SolverFailed("x", Termination.INFEASIBLE)
     assert plain.groups is None and plain.best is None and plain.message == ""
+    assert plain.solution_status is SolutionStatus.NONE
+    refuted = SolverFailed("x", Termination.OPTIMAL, "row 3", solution_status="infeasible", refuted_by="feasibility")
+    assert "claimed an optimum" in str(refuted) and "feasibility" in str(refuted)
 
 
-def test_capabilities_old_flags_and_feature_sets_agree():
-    old = Capabilities(objectives=frozenset({"l2"}), integer=True, continuous=False, structures=frozenset({"tree"}),
-                       weights=True, bounds=True, free_sign=False, description="d")
-    assert old.weights and old.bounds and not old.linear_constraints and not old.free_sign and old.missing_targets
-    assert old.features == {"weights", "bounds", "missing_targets"}
-    new = Capabilities({"l2"}, True, False, {"tree"}, features={"weights", "bounds", "missing_targets"}, description="d")
-    assert new == old
+def test_capabilities_feature_sets_and_tolerance():
+    cap = Capabilities({"l2"}, True, False, {"tree"}, features={"weights", "bounds", "missing_targets"},
+                       description="d")
+    assert cap.supports("weights") and not cap.supports("free_sign")
+    assert cap.tolerance == 1e-7  # the default stated tolerance of continuous answers
+    assert Capabilities({"l2"}, True, True, {"tree"}, tolerance=1e-9).tolerance == 1e-9
+    with pytest.raises(ValueError, match="tolerance"):
+        Capabilities({"l2"}, True, True, {"tree"}, tolerance=0.5)
     chains = Capabilities({"l1"}, True, False, {"level"}, features={"linear_constraints"})
     assert chains.supports("cumulative")  # general rows include chain rows
     with pytest.raises(ValueError, match="unknown capability feature"):
         Capabilities({"l1"}, True, False, {"level"}, features={"telepathy"})
     with pytest.raises(AttributeError):
-        old.integer = False
-    assert old.as_dict()["weights"] is True and "features" in old.as_dict()
+        cap.integer = False  # type: ignore[misc]
+    with pytest.raises(TypeError):  # the old boolean form is gone
+        Capabilities({"l2"}, True, False, {"tree"}, weights=True)  # type: ignore[call-arg]
+    assert cap.as_dict()["features"] == ["bounds", "missing_targets", "weights"]
 
 
 class ChainOnly(Solver):
@@ -90,15 +121,7 @@ class PublicOverride(Solver):
         values = np.nan_to_num(problem.fixed).copy()
         _, offsets, child_index, totals = problem.level_groups()
         values[child_index[offsets[:-1]]] = totals  # feasible: everything on the first child
-        return finish(problem, values, Status.OPTIMAL, self.name, 0.0, {})
-
-
-class OldStyle(Solver):
-    name = "old"
-    capabilities = Capabilities({"l1"}, True, False, {"level"})
-
-    def _solve(self, problem, *, time_limit=None, **options):
-        return PublicOverride().solve_problem(problem)
+        return finish(problem, values, Termination.OPTIMAL, self.name, 0.0, {})
 
 
 @pytest.fixture
@@ -107,12 +130,9 @@ def clean_registry(monkeypatch):
     monkeypatch.setattr(registry, "_ENTRY_POINTS_SCANNED", True)
 
 
-def test_public_override_and_old_alias_both_work(clean_registry):
+def test_solve_problem_is_the_override_point(clean_registry):
     p = Problem.from_groups([1.0, 2.0, 0.5], [0, 2, 3], [3, 1], objective="l1")
-    a = hierdp.solve(p, solver=PublicOverride())
-    b = hierdp.solve(p, solver=OldStyle())
-    assert a.values.tolist() == b.values.tolist() == [3, 1, 3, 0, 1]
-    assert OldStyle().solve_problem(p).values.tolist() == PublicOverride()._solve(p).values.tolist()
+    assert hierdp.solve(p, solver=PublicOverride()).values.tolist() == [3, 1, 3, 0, 1]
 
     class Neither(Solver):
         name = "neither"
@@ -128,7 +148,7 @@ def test_non_optimal_results_become_solver_failed_with_best(clean_registry):
 
         def solve_problem(self, problem, *, time_limit=None, **options):
             sol = super().solve_problem(problem)
-            sol.status = Status.TIME_LIMIT
+            sol.termination = Termination.TIME_LIMIT
             sol.stats["failed_groups"] = np.array([1])
             return sol
 
@@ -136,7 +156,7 @@ def test_non_optimal_results_become_solver_failed_with_best(clean_registry):
     with pytest.raises(SolverFailed) as info:
         hierdp.solve(p, solver=Stops())
     exc = info.value
-    assert exc.status == "time_limit" and exc.groups.tolist() == [1]
+    assert exc.termination == "time_limit" and exc.solution_status == "feasible" and exc.groups.tolist() == [1]
     assert exc.best is not None and exc.best.values.tolist() == [3, 1, 3, 0, 1]
     assert exc.best.objective == pytest.approx(p.objective_value(exc.best.values))
 
@@ -151,7 +171,7 @@ def test_describe_limits_is_generated_from_capabilities():
         assert row.loc[name, "max_magnitude"] == cap.limits["max_magnitude"]
         assert row.loc[name, "features"] == ", ".join(sorted(cap.features))
     assert row.loc["intopt", "max_magnitude"] == 2.0 ** 52 and row.loc["projection", "max_magnitude"] == 2.0 ** 44
-    assert "description" == frame.columns[-1]
+    assert frame.columns[-1] == "description"
 
 
 def test_solutions_carry_bounds_where_known():
@@ -184,7 +204,7 @@ def test_auto_never_picks_a_heuristic(clean_registry, monkeypatch):
         capabilities = Capabilities({"l1", "l2", "linf"}, True, True, {"level"})
 
     hierdp.solvers.register(Greedy())
-    monkeypatch.setattr(registry, "names", lambda: ["greedy"] + list(registry._BUILTIN))  # first in line
+    monkeypatch.setattr(registry, "names", lambda: ["greedy", *list(registry._BUILTIN)])  # first in line
     p = Problem.from_groups([1.0, 2.0, 0.5], [0, 2, 3], [3, 1], objective="l1")
     assert Greedy().unsupported(p) == []
     chosen = hierdp.solvers.choose(p)

@@ -116,7 +116,6 @@ def optimality_violations(problem: Problem, values: np.ndarray) -> list[str]:
     cheapest child raise costs at least the dearest child lowering, and a free root cannot move.
     """
     y = np.asarray(values, dtype=float)
-    n = problem.n
     m = problem.is_free & ~np.isnan(problem.target)
     w = np.where(m, problem.weights, 0.0)
     x = np.where(m, np.nan_to_num(problem.target), 0.0)

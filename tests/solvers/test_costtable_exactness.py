@@ -139,7 +139,7 @@ def random_tree(rng: np.random.Generator, depth: int, fanout: int, max_nodes: in
     for _ in range(int(rng.integers(1, 3))):
         parent.append(-1)
         frontier.append(len(parent) - 1)
-    for level in range(depth):
+    for _level in range(depth):
         nxt = []
         for j, p in enumerate(frontier):
             k = int(rng.integers(1 if j == 0 else 0, fanout + 1))
@@ -464,7 +464,7 @@ def test_time_limit_returns_a_feasible_point_or_fails_cleanly():
                 fixed=np.r_[30_000, np.full(k, np.nan)])
     with pytest.raises(SolverFailed) as info:
         solve(p, solver="costtable", time_limit=0.0)
-    assert info.value.status == "time_limit"
+    assert info.value.termination == "time_limit"
     # a deadline after a feasible start: that start comes back, feasible, flagged as not optimal
     forest = Forest.from_parent(p.parent)
     dom = compile_domains(forest, p.target, p.weights, p.fixed, np.maximum(p.lower, 0), p.upper)

@@ -7,7 +7,6 @@ import contextlib
 import io
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import hierdp

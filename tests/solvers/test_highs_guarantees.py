@@ -50,7 +50,7 @@ def test_infeasible_names_the_constraint():
     p.add_linear({3: 1, 4: 1}, lower=100, name="too big")
     with pytest.raises(SolverFailed) as info:
         hierdp.solve(p, solver="highs")
-    assert info.value.status == "infeasible"
+    assert info.value.termination == "infeasible"
     assert "linear constraint too big" in info.value.message and "consistency of node 1" in info.value.message
 
 

@@ -13,7 +13,7 @@ from scipy import sparse
 from hierdp.models.histogram import HistogramRounding, HistogramWLS, LevelChunk
 from hierdp.models.marginals import MarginalQueries
 from hierdp.solvers import registry, solve
-from hierdp.solvers.base import Capabilities, Solution, Solver, SolverFailed, Status, UnsupportedProblem
+from hierdp.solvers.base import Capabilities, Solution, Solver, SolverFailed, Termination, UnsupportedProblem
 from hierdp.solvers.histogram_rounding import round_cells
 from hierdp.solvers.histogram_wls import solve_structured
 from hierdp.solvers.kinds import solve_parents
@@ -110,7 +110,7 @@ class _Liar(Solver):
 
     def solve_problem(self, problem, *, time_limit=None, **options):
         v = np.maximum(np.nan_to_num(problem.chunk.targets), 0.0)
-        return Solution(values=v, objective=0.0, status=Status.OPTIMAL, solver=self.name, wall_time=0.0,
+        return Solution(values=v, objective=0.0, termination=Termination.OPTIMAL, solver=self.name, wall_time=0.0,
                         stats={"certified": np.ones(problem.n_parents, bool)})
 
 
@@ -137,7 +137,7 @@ class _Nudged(Solver):
         k = int(np.argmax(v[kids].min(0)))
         v[kids[0], k] += 1e-3
         v[kids[1], k] -= 1e-3
-        return Solution(values=v, objective=0.0, status=Status.OPTIMAL, solver=self.name, wall_time=0.0,
+        return Solution(values=v, objective=0.0, termination=Termination.OPTIMAL, solver=self.name, wall_time=0.0,
                         stats={"certified": np.ones(problem.n_parents, bool)})
 
 
@@ -158,7 +158,7 @@ def test_registry_solve_cross_check_and_chain_per_parent():
     chunk, _ = make_chunk(rng, MQ4, [3, 2, 4], lam=1.0)
     problem = HistogramWLS(chunk)
     sol = solve(problem, "histogram_wls", cross_check="histogram_wls_dense", cross_check_tolerance=1e-9)
-    assert sol.status == "optimal" and sol.values.shape == chunk.targets.shape
+    assert sol.termination == "optimal" and sol.values.shape == chunk.targets.shape
     assert sol.stats["cross_check"]["difference"] <= 1e-9 * max(1.0, sol.objective)
     assert solve(problem, "auto").solver == "histogram_wls"  # natives first
     # no working-set update allowed: the parents where non-negativity binds go to the oracle

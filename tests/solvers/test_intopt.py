@@ -37,7 +37,7 @@ def algorithm4_literal(x: list[int], c: int, order: str = "ascending") -> list[i
             if I:  # (empty I means sum(z) = -sum(x) <= c - sum(x): the loop is over)
                 r = (sum(z) - c + sx) // len(I)  # line 13
                 t = t + max(1, r)  # line 14
-    return [xi + zi for xi, zi in zip(x, z)]  # line 15
+    return [xi + zi for xi, zi in zip(x, z, strict=False)]  # line 15
 
 
 def _tol(x: list[float], c: int) -> float:
@@ -47,7 +47,7 @@ def _tol(x: list[float], c: int) -> float:
 def _feasible(x: list[float], c: int, a: float, tol: float) -> bool:
     lo = [max(0, math.ceil(v - a - tol)) for v in x]
     hi = [math.floor(v + a + tol) for v in x]
-    return all(l <= h for l, h in zip(lo, hi)) and sum(lo) <= c <= sum(hi)
+    return all(l <= h for l, h in zip(lo, hi, strict=False)) and sum(lo) <= c <= sum(hi)
 
 
 def alpha_by_search(x: list[float], c: int) -> float:
@@ -73,7 +73,7 @@ def intopt_reference(x: list[float], total: int, order: str = "ascending") -> li
     a_star = alpha_by_search(x, c)
     d = c - sum(x)
     y = [min(max(0, math.ceil(xi + d / b - tol)), math.floor(xi + a_star + tol)) for xi in x]  # line 2
-    t = max(abs(yi - xi) for yi, xi in zip(y, x))  # line 3
+    t = max(abs(yi - xi) for yi, xi in zip(y, x, strict=False))  # line 3
     idx = sorted(range(b), key=(lambda i: x[i]) if order == "ascending" else (lambda i: -x[i]))  # line 4
     I = [i for i in idx if y[i] > 0]  # line 5
     j = 0
@@ -94,7 +94,7 @@ def brute_linf(x: list[float], c: int) -> float:
     best = math.inf
     for comp in itertools.product(range(c + 1), repeat=len(x)):
         if sum(comp) == c:
-            best = min(best, max(abs(ci - xi) for ci, xi in zip(comp, x)))
+            best = min(best, max(abs(ci - xi) for ci, xi in zip(comp, x, strict=False)))
     return best
 
 
@@ -173,7 +173,7 @@ def test_optimal_against_brute_force():
         for order in ("ascending", "descending"):
             y = intopt(x, c, order=order)
             assert y.sum() == c and y.min() >= 0
-            assert max(abs(yi - xi) for yi, xi in zip(y, x)) == pytest.approx(best, abs=1e-9), (x, c)
+            assert max(abs(yi - xi) for yi, xi in zip(y, x, strict=False)) == pytest.approx(best, abs=1e-9), (x, c)
         assert linf_optimum(np.array(x), np.array([0, b]), np.array([c]))[0] == pytest.approx(best, abs=1e-9)
 
 
@@ -249,7 +249,7 @@ def test_solver_plugin(order):
     expected = intopt_batch(values, offsets, totals, order=order or "ascending")
     np.testing.assert_array_equal(sol.values[g:], expected)
     np.testing.assert_array_equal(sol.values[:g], totals.astype(np.int64))  # fixed parents unchanged
-    assert sol.status == "optimal" and sol.solver == "intopt"
+    assert sol.termination == "optimal" and sol.solver == "intopt"
     assert sol.objective == pytest.approx(linf_optimum(values, offsets, totals).sum(), abs=1e-6)
     assert sol.stats["n_groups"] == g and sol.stats["order"] == (order or "ascending")
 

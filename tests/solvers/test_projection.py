@@ -71,9 +71,9 @@ def test_projection_against_slsqp():
     rng = np.random.default_rng(1)
     for _ in range(40):
         x, c = random_group(rng, b_max=6)
-        res = minimize(lambda y: np.sum((y - x) ** 2), np.full(x.size, c / x.size), jac=lambda y: 2 * (y - x),
-                       method="SLSQP", bounds=[(0, None)] * x.size,
-                       constraints=[{"type": "eq", "fun": lambda y: y.sum() - c}],
+        res = minimize(lambda y, x=x: np.sum((y - x) ** 2), np.full(x.size, c / x.size),
+                       jac=lambda y, x=x: 2 * (y - x), method="SLSQP", bounds=[(0, None)] * x.size,
+                       constraints=[{"type": "eq", "fun": lambda y, c=c: y.sum() - c}],
                        options={"ftol": 1e-12, "maxiter": 500})
         y = project(x, c)
         # SLSQP stops at its own precision (sometimes with status 8): the exact projection must
@@ -181,7 +181,7 @@ def test_solver_plugin(integer):
     np.testing.assert_allclose(sol.values[:g], totals)
     assert sol.values.dtype == (np.int64 if integer else np.float64)
     assert sol.objective == pytest.approx(l2(expected, values))
-    assert sol.status == "optimal" and sol.stats["n_groups"] == g
+    assert sol.termination == "optimal" and sol.stats["n_groups"] == g
 
 
 def test_solver_refusals():

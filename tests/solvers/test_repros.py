@@ -12,7 +12,7 @@ import pytest
 
 import hierdp
 from hierdp.models import Problem, ProblemError
-from hierdp.solvers import SolverFailed, Status, UnsupportedProblem, get
+from hierdp.solvers import SolverFailed, Termination, UnsupportedProblem, get
 from hierdp.solvers.highs import HighsSolver
 
 from exact_oracles import enumerate_optimum
@@ -38,10 +38,10 @@ def test_r3_time_limit_is_per_solve_not_per_process():
     for k in range(20):
         p = Problem.from_groups(rng.normal(10, 3, 12), [0, 6, 12], [60, 60], objective="l2")
         sol = solver.solve_problem(p, time_limit=0.5, hard_time_limit=False)
-        assert sol.status == "optimal", f"solve #{k}: {sol.status} {sol.stats}"
+        assert sol.termination == "optimal", f"solve #{k}: {sol.termination} {sol.stats}"
     # and a solve without a limit after limited ones is not limited by the last one
     p = Problem.from_groups(rng.normal(10, 3, 12), [0, 6, 12], [60, 60], objective="l1")
-    assert solver.solve_problem(p, hard_time_limit=False).status == "optimal"
+    assert solver.solve_problem(p, hard_time_limit=False).termination == "optimal"
 
 
 @pytest.mark.parametrize("base", [10**6, 2**40])
@@ -119,9 +119,9 @@ def test_r9_one_huge_group_respects_the_time_limit():
     try:
         sol = hierdp.solve(p, solver="highs", time_limit=0.5)
     except SolverFailed as exc:
-        assert exc.status == Status.TIME_LIMIT and exc.status == "time_limit"
+        assert exc.termination == Termination.TIME_LIMIT and exc.termination == "time_limit"
         if exc.best is not None:  # a feasible point, honestly labelled
-            assert p.violations(exc.best.values) == [] and exc.best.status == "time_limit"
+            assert p.violations(exc.best.values) == [] and exc.best.termination == "time_limit"
     else:  # a fast machine may finish: then the answer must be the optimum
         if objective != "l1":
             ref = hierdp.solve(p, solver="projection" if objective == "l2" else "intopt")

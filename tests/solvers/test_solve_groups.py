@@ -5,7 +5,7 @@ import pytest
 
 import hierdp
 from hierdp.models import Problem
-from hierdp.solvers import SolverFailed, UnsupportedProblem, get, solve_groups
+from hierdp.solvers import SolverFailed, UnsupportedProblem, solve_groups
 from hierdp.solvers.intopt import IntOptSolver
 from hierdp.solvers.projection import ProjectionSolver
 
@@ -84,19 +84,19 @@ def test_default_path_reports_failing_groups_in_caller_numbering(monkeypatch):
     def fail_second(self, problem, arr, settings, deadline):
         if 3 in problem.parent[arr.nodes]:  # the batch holding caller group 3
             from hierdp.solvers.highs import _RunResult
-            from hierdp.solvers import Status
+            from hierdp.solvers import Termination
 
-            return _RunResult(Status.INFEASIBLE, message="simulated")
+            return _RunResult(Termination.INFEASIBLE, message="simulated")
         return real_run(self, problem, arr, settings, deadline)
 
     monkeypatch.setattr(highs_mod._DirectRunner, "run", fail_second)
     with pytest.raises(SolverFailed) as info:
         solve_groups(x, offsets, totals, solver="highs", objective="l1", batch_size=1)
-    assert info.value.status == "infeasible" and info.value.groups.tolist() == [3]
+    assert info.value.termination == "infeasible" and info.value.groups.tolist() == [3]
 
 
 def test_time_limit_best_point_comes_back_in_the_callers_layout(monkeypatch):
-    from hierdp.solvers import Status
+    from hierdp.solvers import Termination
     from hierdp.solvers import highs as highs_mod
 
     x, offsets, totals = level(3, 6)
@@ -104,11 +104,11 @@ def test_time_limit_best_point_comes_back_in_the_callers_layout(monkeypatch):
 
     def stop_with_incumbent(self, problem, arr, settings, deadline):
         out = real_run(self, problem, arr, settings, deadline)
-        return highs_mod._RunResult(Status.TIME_LIMIT, incumbent=out.x, message="simulated")
+        return highs_mod._RunResult(Termination.TIME_LIMIT, incumbent=out.x, message="simulated")
 
     monkeypatch.setattr(highs_mod._DirectRunner, "run", stop_with_incumbent)
     with pytest.raises(SolverFailed) as info:
         solve_groups(x, offsets, totals, solver="highs", objective="l1")  # one batch: complete
     best = info.value.best
-    assert info.value.status == "time_limit" and best is not None and best.values.shape == x.shape
+    assert info.value.termination == "time_limit" and best is not None and best.values.shape == x.shape
     _per_group_check(best.values.astype(np.int64), x, offsets, totals, True)

@@ -89,7 +89,7 @@ def test_ag_inference_equals_qardajis_formula():
         n1 = rng.normal(100, 30, cells)
         u = [rng.normal(100 / k ** 2, 5, k ** 2) for k in m2]
         parent = np.concatenate([[-1], np.zeros(cells, int)] + [np.full(k ** 2, 1 + j) for j, k in enumerate(m2)])
-        noisy = np.concatenate([[np.nan], n1] + u)
+        noisy = np.concatenate([[np.nan], n1, *u])
         var = np.concatenate([[1.0], np.full(cells, 2 / (alpha * eps) ** 2)]
                              + [np.full(k ** 2, 2 / ((1 - alpha) * eps) ** 2) for k in m2])
         got, _ = consistent_tree(parent, noisy, var)

@@ -7,7 +7,7 @@ import pytest
 
 import hierdp
 from hierdp.models import Problem
-from hierdp.solvers import Capabilities, Solver, SolverFailed, Status, _verify
+from hierdp.solvers import Capabilities, Solver, SolverFailed, Termination, _verify
 from hierdp.solvers.base import finish
 
 from exact_oracles import feasible, groups_by_walk
@@ -23,7 +23,7 @@ class FirstChild(Solver):
         values = np.nan_to_num(problem.fixed).copy()
         _, offsets, child_index, totals = problem.level_groups()
         values[child_index[offsets[:-1]]] = totals
-        return finish(problem, values, Status.OPTIMAL, self.name, 0.0, {})
+        return finish(problem, values, Termination.OPTIMAL, self.name, 0.0, {})
 
 
 @pytest.mark.parametrize("integer", [True, False])
@@ -31,10 +31,10 @@ def test_suboptimal_linf_levels_are_caught(integer):
     p = Problem.from_groups([3.2, 2.9, 3.1, 0.2, 5.0], [0, 3, 5], [9, 5], objective="linf", integer=integer)
     with pytest.raises(SolverFailed) as info:
         hierdp.solve(p, solver=FirstChild())
-    assert info.value.status == Status.NOT_OPTIMAL
+    assert info.value.refuted_by == "certificate" and info.value.termination == "optimal"
     if integer:  # both groups are improvable, and the error says which
         assert sorted(info.value.groups.tolist()) == [0, 1]
-    assert hierdp.solve(p, solver=FirstChild(), verify=False).status == "optimal"  # unchecked: believed
+    assert hierdp.solve(p, solver=FirstChild(), verify=False).termination == "optimal"  # unchecked: believed
 
 
 class TreeFixedPoint(Solver):
@@ -45,7 +45,7 @@ class TreeFixedPoint(Solver):
 
     def solve_problem(self, problem, *, time_limit=None, **options):
         v = np.array([6.0, 3, 3, 3, 0, 3])  # a1 = 3, a2 = 0: deviation 1.5 where 0.5 is possible
-        return finish(problem, v, Status.OPTIMAL, self.name, 0.0, {})
+        return finish(problem, v, Termination.OPTIMAL, self.name, 0.0, {})
 
 
 def test_suboptimal_linf_trees_are_caught_by_the_lp_certificate():
@@ -117,7 +117,7 @@ def test_strict_box_certificate_agrees_with_enumeration():
         per = np.array([[d[term & (anchors == k)].max() for k in keys] for d in dev])
         best = per.min(0)
         labels = _verify.independent_groups(p)
-        for v, row in zip(points, per):
+        for v, row in zip(points, per, strict=False):
             optimal = np.all(row <= best + 1e-12)
             failing = _verify.integer_linf_uncertified(p, v, labels)
             assert (failing.size == 0) == optimal

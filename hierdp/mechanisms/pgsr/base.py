@@ -54,9 +54,6 @@ class GroupSizeMechanism(Mechanism):
     #: which vector each level measures: "histogram", "cumulative" or "level_vector"
     measurement = "histogram"
     default_solver = "costtable"
-    #: features the post-processing problem has (a solver lacking one is refused before noise)
-    needed_features: frozenset[str] = frozenset()
-    needs_integer = True
     consistent = True
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, budget: Budget | None = None,
@@ -111,64 +108,44 @@ class GroupSizeMechanism(Mechanism):
             constraint_solver = self.solver_name if solver_given else "auto"
         self.constraint_solver = constraint_solver
         if constraint_solver is not None and constraint_solver != "auto":
-            from hierdp.solvers import get
+            # through the registry's door, on this mechanism's model of a tiny public instance with
+            # one row coupling two of its nodes (the shape a constrained problem has)
+            from hierdp.solvers import UnsupportedProblem, check_solver
 
+            probe = _placeholder_targets(self._probes(_probe_data())[-1][1])
+            probe.add_constraints(np.eye(1, probe.n, 1) + np.eye(1, probe.n, probe.n - 1),
+                                  upper=2 * probe.magnitude() + 1, name="probe")
             try:
-                cap = get(constraint_solver).capabilities
-            except KeyError as exc:
-                raise MechanismParameterError(f"constraint_solver: {exc.args[0]}") from None
-            if "linear_constraints" not in cap.features or "l2" not in cap.objectives or not cap.integer:
-                raise MechanismParameterError(f"constraint_solver {constraint_solver!r} cannot honour constraint rows "
-                                              "in an integer L2 problem; leave it unset (auto) or name a general "
-                                              "solver ('highs', 'ortools')")
+                check_solver(constraint_solver, probe, task=f"honour constraint rows in {self.name}")
+            except UnsupportedProblem as exc:
+                raise UnsupportedProblem(f"constraint_solver: {exc}; leave it unset (auto) or name a general solver "
+                                         "('highs', 'ortools')") from None
         self._bound_cache: tuple[Any, int, Any] | None = None
 
-    # ------------------------------------------------------------------ options
-    def _features(self) -> set[str]:
-        f = set(self.needed_features)
-        if self.region_totals_public:
-            f.add("linear_constraints")
-        return f
+    # ------------------------------------------------------------------ the solver, through the registry's door
+    def _probes(self, data: CountOfCounts) -> list[tuple[Any, Any]]:
+        """``(solver, problem)`` for every registry solve of the post-processing, posed on ``data``'s
+        public structure with zero targets (no noise, no private count; the door replaces the targets
+        by a consistent point)."""
+        zeros = np.zeros((data.K, data.n_regions), np.int64)
+        return [(self.solver, self.pose(data, zeros, [1.0] * data.n_levels, None)[0])]
 
-    def _check_solver(self, solver: Any) -> str:
-        """Refuse, before any data, a solver that cannot honour this mechanism's problem."""
-        from hierdp.solvers import get
-        from hierdp.solvers.base import Solver
+    def _check_solver(self, solver: Any) -> Any:
+        """Refuse, before any data, a solver that cannot post-process this mechanism's models: the
+        registry's one door (:func:`hierdp.solvers.check_solver`) on each model posed on a tiny
+        public instance (three regions, ``K = 2``)."""
+        self.solver = solver
+        self._through_door(_probe_data())
+        return solver
 
-        if solver == "pdlp":
-            if self.needs_integer:
-                raise MechanismParameterError(f"solver 'pdlp' (a first-order QP method) only solves the relaxation "
-                                              f"of the OP baselines, not {self.name}")
-            return "pdlp"
+    def _through_door(self, data: CountOfCounts) -> None:
+        """Every post-processing model of ``data``'s public structure through the registry's door
+        (placeholder targets: a consistent point; the shape, size, bounds and magnitude are the
+        release's own), so a model the solver refuses on public grounds is refused before noise."""
+        from hierdp.solvers import check_solver
 
-        try:
-            s = solver if isinstance(solver, Solver) else get(solver)
-        except KeyError as exc:
-            raise MechanismParameterError(f"solver: {exc.args[0]}") from None
-        cap = s.capabilities
-        why = []
-        if "l2" not in cap.objectives:
-            why.append("it does not solve L2 objectives")
-        if self.needs_integer and not cap.integer:
-            why.append("it does not solve integer problems")
-        if not self.needs_integer and not cap.continuous:
-            why.append("it does not solve continuous problems (the relaxation)")
-        for feat in sorted(self._features() - set(cap.features)):
-            why.append({"cumulative": "it cannot honour the cumulative (monotone chain) constraints",
-                        "linear_constraints": "it cannot honour linear constraint rows"
-                        + (" (region_totals_public couples the size subtrees)" if self.region_totals_public
-                           else ""),
-                        "query_terms": "it cannot honour query-term objectives"}.get(feat, f"it lacks {feat}"))
-        why.extend(self._solver_structure_refusal(s.name))
-        if why:
-            raise MechanismParameterError(f"solver {s.name!r} cannot post-process {self.name}: " + "; ".join(why))
-        return s.name if not isinstance(solver, Solver) else solver  # type: ignore[return-value]
-
-    def _solver_structure_refusal(self, name: str) -> list[str]:
-        # every problem but the chain mechanism's has tree consistency, which the chain plug-in refuses
-        if name == "chain":
-            return ["the chain dynamic program solves chains of difference constraints, not tree consistency"]
-        return []
+        for solver, problem in self._probes(data):
+            check_solver(solver, _placeholder_targets(problem), task=f"post-process {self.name}")
 
     @property
     def solver_name(self) -> str:
@@ -232,7 +209,8 @@ class GroupSizeMechanism(Mechanism):
 
         Raises (before any noise): ``TypeError`` for other data, ``ObservedDomainError`` when the
         region domain or ``K`` came from the data and was not declared public,
-        ``MechanismParameterError`` for options that do not fit the data, ``BudgetExceeded``.
+        ``MechanismParameterError`` for options that do not fit the data, ``UnsupportedProblem``
+        when the solver refuses this release's model on its public structure, ``BudgetExceeded``.
         After noise, a solver failure raises :class:`ReleaseAborted` (spends attached).
         """
         _check_count_of_counts(data, self.name)
@@ -247,6 +225,10 @@ class GroupSizeMechanism(Mechanism):
         culprit = f"epsilon={float(self.spec.budget.epsilon)!r}"
         scales = [laplace_scale(parts[lev], sens[lev], culprit=culprit) for lev in range(L)]
         self._check_data(data)
+        if self.constraints is None:
+            # the models of this release's public structure (regions, K, G): a solver that refuses
+            # one (e.g. too large an exact model, nodes x G) is refused now, before any noise
+            self._through_door(data)
         t0 = time.perf_counter()
         bound = self._bind_constraints(data, scales)  # public structure only, before any noise
         ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
@@ -301,7 +283,7 @@ class GroupSizeMechanism(Mechanism):
         structure, when not given); the released histograms are checked against every entry
         exactly, in integers, before they are returned.
         """
-        from hierdp.solvers.base import SolverFailed, Status
+        from hierdp.solvers.base import SolutionStatus, SolverFailed, Termination
 
         if bound is None and self.constraints is not None:
             bound = self._bound_for(data)
@@ -314,7 +296,8 @@ class GroupSizeMechanism(Mechanism):
             info["constraint_solver"] = sol.solver
             bad = bound.check(values)
             if bad:  # never release a point that breaks a stated entry
-                raise SolverFailed(sol.solver, Status.INFEASIBLE_RESULT, "; ".join(bad[:5]))
+                raise SolverFailed(sol.solver, Termination.OPTIMAL, "; ".join(bad[:5]),
+                                   solution_status=SolutionStatus.INFEASIBLE, refuted_by="feasibility")
         return values, info
 
     # ------------------------------------------------------------------ constraints
@@ -336,7 +319,7 @@ class GroupSizeMechanism(Mechanism):
 
         Raises:
             ConstraintError / ConstraintsInfeasible: the set does not fit the data or cannot hold.
-            MechanismParameterError: no solver honours the constrained problem.
+            UnsupportedProblem: no solver honours the constrained problem.
         """
         if self.constraints is None:
             return None
@@ -347,7 +330,7 @@ class GroupSizeMechanism(Mechanism):
         try:
             self._solver_for(probe, bound)
         except UnsupportedProblem as exc:
-            raise MechanismParameterError(f"{self.name} with constraints: {exc}") from None
+            raise UnsupportedProblem(f"{self.name} with constraints: {exc}") from None
         return bound
 
     def _solver_for(self, problem: Any, bound: Any) -> tuple[Any, dict[str, Any]]:
@@ -357,7 +340,7 @@ class GroupSizeMechanism(Mechanism):
         Raises:
             UnsupportedProblem: no solver honours it (with the reasons).
         """
-        if bound is None or self.solver == "pdlp":
+        if bound is None:
             return self.solver, self.solver_options
         from hierdp.solvers import UnsupportedProblem, choose, get
         from hierdp.solvers.base import Solver
@@ -384,26 +367,13 @@ class GroupSizeMechanism(Mechanism):
 
     # ------------------------------------------------------------------ shared post-processing
     def _solve(self, problem: Any, solver: Any = None, options: dict[str, Any] | None = None) -> Any:
-        """Solve through the registry, then check feasibility independently of the plug-in
-        (``Problem.violations``: every constraint, from the parent array and the rows). The
-        registry's own ``verify`` adds L-inf group checks, irrelevant to these L2 problems and
-        slow on millions of chain rows, so it is replaced by this check."""
+        """Solve through the registry (``verify``: every constraint checked independently of the
+        plug-in, exactly for integer models)."""
         from hierdp.solvers import solve
-        from hierdp.solvers.base import Solution, SolverFailed, Status
 
         solver = self.solver if solver is None else solver
         options = self.solver_options if options is None else options
-        if solver == "pdlp":
-            from hierdp.mechanisms.pgsr._pdlp import solve_relaxation
-
-            x, st = solve_relaxation(problem, time_limit=self.time_limit, **options)
-            return Solution(values=x, objective=problem.objective_value(x), status=Status.OPTIMAL, solver="pdlp",
-                            wall_time=st["seconds"], stats=st)
-        sol = solve(problem, solver=solver, time_limit=self.time_limit, verify=False, **options)
-        bad = problem.violations(sol.values)
-        if bad:
-            raise SolverFailed(sol.solver, Status.INFEASIBLE_RESULT, "; ".join(bad))
-        return sol
+        return solve(problem, solver=solver, time_limit=self.time_limit, **options)
 
     def _add_region_totals_rows(self, problem: Any, data: CountOfCounts, dp: DynProgTree) -> None:
         """``sum_k c_{(k, r)} = G_r`` for every region (one CSR block)."""
@@ -426,3 +396,21 @@ def _check_count_of_counts(data: Any, name: str) -> None:
             or all(hasattr(data, a) for a in ("by_size", "regions", "dynprog_tree", "K"))):
         raise TypeError(f"{name} releases a CountOfCounts (hierdp.hierarchy.count_of_counts), got "
                         f"{type(data).__name__}")
+
+
+def _probe_data() -> CountOfCounts:
+    """A tiny public instance (a root and two leaf regions, ``K = 2``): the shape of every group-size
+    model, for the solver check at construction."""
+    from hierdp.hierarchy.core import Hierarchy
+
+    regions = Hierarchy.from_arrays(["all", "a", "b"], [-1, 0, 0], level_names=["root", "leaf"])
+    return CountOfCounts.from_histograms(regions, [[1, 1], [2, 0]], K=2)
+
+
+def _placeholder_targets(problem: Any) -> Any:
+    """``problem`` with every target replaced by a consistent point of its public fixed values (the
+    door's probe: the same structure, size, bounds and rows, and no private count)."""
+    from hierdp.models.arrays import consistent_point
+
+    z = consistent_point(problem.with_target(np.full(problem.n, np.nan)))
+    return problem.with_target(np.where(np.isnan(problem.target), np.nan, z))

@@ -56,6 +56,7 @@ from hierdp.mechanisms.pgsr.problems import (
     chain_problem,
     chain_target_variances,
     cumulative_problem,
+    cumulative_projection_problem,
     histogram_problem,
     prefix_problem,
 )
@@ -86,7 +87,8 @@ class MH(GroupSizeMechanism):
 
     ``solver``: ``"highs"`` (default; exact integer L2 as a PWL-epigraph MIP) or ``"ortools"``
     (CP-SAT); the relaxation needs a continuous QP solver: ``highs`` (small instances) or
-    ``"pdlp"`` (OR-Tools' first-order QP method, relative tolerance 1e-8: census scale).
+    ``"pdlp"`` (the registry's OR-Tools first-order QP plug-in, relative tolerance 1e-8: census
+    scale).
     """
 
     name = "M_H"
@@ -97,7 +99,6 @@ class MH(GroupSizeMechanism):
         if relaxed not in (True, False):
             raise MechanismParameterError(f"relaxed must be True or False, got {relaxed!r}")
         self.relaxed = bool(relaxed)
-        self.needs_integer = not self.relaxed
         self.consistent = not self.relaxed
         if self.relaxed:
             self.name = "M_H relaxed"
@@ -164,17 +165,12 @@ class MHC(GroupSizeMechanism):
             raise MechanismParameterError(f"formulation must be 'cumulative' or 'prefix', got {formulation!r}")
         self.relaxed = bool(relaxed)
         self.formulation = formulation
-        self.needs_integer = not self.relaxed
         self.consistent = not self.relaxed
-        self.needed_features = frozenset({"cumulative"} if formulation == "cumulative" else {"query_terms"})
         if self.relaxed:
             self.name = "M_HC relaxed"
         if formulation == "prefix" and kwargs.get("region_totals_public"):
             raise MechanismParameterError("formulation='prefix' does not pose region totals; use 'cumulative'")
         super().__init__(epsilon, delta, **kwargs)
-
-    def _features(self) -> set[str]:
-        return set(self.needed_features)  # region totals are fixed nodes in cumulative variables
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "relaxed": self.relaxed, "formulation": self.formulation}
@@ -215,10 +211,12 @@ class MHC(GroupSizeMechanism):
 
 class CumulativeDynProg(GroupSizeMechanism):
     """The approximate DP cumulative mechanism (§9.1, Alg. 2): per-region cumulative counts
-    (Lemma 6), each region's vector projected onto ``0 <= s_1 <= ... <= s_K`` (PAVA, then the lower
-    bound), rounded half up (monotone, so ``Γ⁻¹ >= 0``), mapped back by Γ⁻¹; then M_DP (the
-    cost-table dynamic program) makes the histograms consistent and faithful. Not Model 2's optimum: the
-    cumulative consistency is restored region by region."""
+    (Lemma 6), each region's vector projected onto ``0 <= s_1 <= ... <= s_K`` (continuous L2 under
+    monotone chains: the registry's ``chain`` plug-in, PAVA then the lower bound), rounded half up
+    (monotone, so ``Γ⁻¹ >= 0``), mapped back by Γ⁻¹; then M_DP (the cost-table dynamic program)
+    makes the histograms consistent and faithful. Not Model 2's optimum: the cumulative consistency
+    is restored region by region. The release's ``solver`` names both plug-ins
+    (``"chain+costtable"``)."""
 
     name = "approx cumulative dynamic program"
     measurement = "cumulative"
@@ -230,14 +228,23 @@ class CumulativeDynProg(GroupSizeMechanism):
                                           "dynamic program of this mechanism cannot honour it (use MHC)")
         super().__init__(epsilon, delta, **kwargs)
 
+    #: the plug-in of the per-region projection onto monotone cumulatives
+    projection_solver = "chain"
+
+    def _probes(self, data: CountOfCounts) -> list[tuple[Any, Any]]:
+        zeros = np.zeros((data.K, data.n_regions), np.int64)
+        return [(self.projection_solver, cumulative_projection_problem(zeros)),
+                (self.solver, _histogram_posed(data.dynprog_tree(), zeros, None))]
+
+    @property
+    def solver_name(self) -> str:
+        """Both registered plug-ins: ``"<projection>+<post-processing>"``."""
+        return f"{self.projection_solver}+{super().solver_name}"
+
     def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
              ) -> tuple[Any, Callable[[Any], np.ndarray]]:
-        from hierdp.solvers._isotonic import clip_isotonic
-
-        proj = np.empty(noisy.shape)
-        for r in range(noisy.shape[1]):  # one compiled PAVA per region (K values each)
-            proj[:, r] = clip_isotonic(noisy[:, r].astype(float), lower=0.0)
-        targets = inverse_cumulative(round_half_up(proj))
+        projected = self._solve(cumulative_projection_problem(noisy), self.projection_solver, {})
+        targets = inverse_cumulative(round_half_up(np.asarray(projected.values, dtype=float).reshape(noisy.shape)))
         dp = data.dynprog_tree()
         return _histogram_posed(dp, targets, bound), lambda sol: _dynprog_solution(dp, sol.values)
 
@@ -257,7 +264,6 @@ class ChainDynProg(GroupSizeMechanism):
 
     name = "chain dynamic program"
     default_solver = "chain"
-    needed_features = frozenset({"cumulative", "linear_constraints"})
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, measure: str = "per_region",
                  weighting: str = "uniform", **kwargs: Any) -> None:
@@ -275,9 +281,6 @@ class ChainDynProg(GroupSizeMechanism):
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "measure": self.measure, "weighting": self.weighting}
-
-    def _solver_structure_refusal(self, name: str) -> list[str]:
-        return []
 
     def notes(self) -> tuple[str, ...]:
         if self.measure == "level_vector":
@@ -327,6 +330,11 @@ class GroupSizeTopDown(GroupSizeMechanism):
         if self.constraints is None and on_infeasible != "abort":
             raise MechanismParameterError("on_infeasible applies only with constraints=")
         self.on_infeasible = on_infeasible  # checked by the TopDown engine (a level's rows, after its noise)
+
+    def _probes(self, data: CountOfCounts) -> list[tuple[Any, Any]]:
+        from hierdp.mechanisms.topdown.level_solver import level_probe
+
+        return [(self.solver, level_probe("l2", True))]  # every (parent, size) group: an integer L2 level
 
     def params(self) -> dict[str, Any]:
         out = super().params()

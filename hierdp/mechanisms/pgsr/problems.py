@@ -13,7 +13,8 @@ import numpy as np
 
 from hierdp.hierarchy.count_of_counts import CountOfCounts, DynProgTree
 
-__all__ = ["chain_problem", "chain_target_variances", "cumulative_problem", "histogram_problem", "prefix_problem"]
+__all__ = ["chain_problem", "chain_target_variances", "cumulative_problem", "cumulative_projection_problem",
+           "histogram_problem", "prefix_problem"]
 
 
 def histogram_problem(dp: DynProgTree, noisy_by_size: np.ndarray, *, integer: bool = True,
@@ -60,6 +61,21 @@ def cumulative_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, int
     chains = (np.arange(K, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None])
     if K > 1:
         p.add_monotone_chains(chains, name="cumulative")
+    return p
+
+
+def cumulative_projection_problem(noisy_cumulative: np.ndarray) -> Any:
+    """Alg. 2's first step: every region's noisy cumulatives (a column of the ``(K, n_regions)``
+    array) projected onto ``0 <= s_1 <= ... <= s_K`` - continuous L2 under monotone chains, no tree
+    (node ``(k, r)`` at index ``(k-1) * n_regions + r``, so the values reshape to ``(K, n_regions)``)."""
+    from hierdp.models import Problem
+
+    noisy = np.asarray(noisy_cumulative, dtype=float)
+    K, n = noisy.shape
+    p = Problem(np.full(K * n, -1, np.int64), noisy.ravel(), objective="l2", integer=False, nonnegative=True)
+    if K > 1:
+        p.add_monotone_chains(np.arange(K, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None],
+                              name="cumulative")
     return p
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from hierdp.errors import exact_number
 from hierdp.models.problem import Problem
 from hierdp.solvers import registry as solver_registry
 from hierdp.solvers.twopass import two_pass_wls
@@ -62,26 +63,22 @@ def consistent_tree(parent: np.ndarray, noisy: np.ndarray, variances: np.ndarray
 
 
 def check_consistency_solver(solver: Any, what: str = "consistency_solver", *, unmeasured_root: bool = False) -> None:
-    """Refuse, before any data is seen, a solver that cannot solve the consistency Problem: an
-    unknown name, or a plug-in whose capabilities exclude its shape (continuous weighted L2 over a
-    tree, signed values; ``unmeasured_root``: AG's root has no measurement). ``"auto"`` and solver
-    objects are left to the registry."""
-    from hierdp.mechanisms.base import MechanismParameterError
+    """Refuse, before any data is seen, a solver that cannot solve the consistency Problem, through
+    the registry's one door (:func:`hierdp.solvers.check_solver`) on a probe of its shape (continuous
+    weighted L2 over a tree, signed values; ``unmeasured_root``: AG's root has no measurement).
+    ``None`` (no consistency step) passes.
 
-    if solver is None or solver == "auto" or not isinstance(solver, str):
+    Raises:
+        UnsupportedProblem: an unknown name, or a plug-in that cannot solve the probe (its reasons).
+    """
+    if solver is None:
         return
-    try:
-        plugin = solver_registry.get(solver)
-    except KeyError as exc:
-        raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
     # a depth-2 tree with signed targets and unequal variances: the shape the releases pose
     probe = tree_problem(np.array([-1, 0, 0, 1, 1, 2, 2]),
                          np.array([np.nan if unmeasured_root else 4.0, 3.0, -1.0, 2.0, 0.5, -2.0, 1.0]),
                          np.array([1.0, 2.0, 2.0, 5.0, 5.0, 5.0, 5.0]))
-    why = plugin.unsupported(probe)
-    if why:
-        raise MechanismParameterError(f"{what} {solver!r} cannot solve the tree's consistency problem (continuous "
-                                      f"weighted least squares, signed values): {'; '.join(why)}")
+    solver_registry.check_solver(solver, probe, task=f"solve the tree's consistency problem as {what} (continuous "
+                                                    "weighted least squares, signed values)")
 
 
 #: the plug-ins whose consistency step is the closed form (rows: the correction of :func:`constrained_tree`)
@@ -102,7 +99,7 @@ def constrained_tree(parent: np.ndarray, noisy: np.ndarray, variances: np.ndarra
         SolverFailed: a solve failed, or the rows do not hold at the answer (never returned).
         UnsupportedProblem: the named solver cannot solve the QP.
     """
-    from hierdp.solvers.base import Solution, SolverFailed, Status
+    from hierdp.solvers.base import Solution, SolutionStatus, SolverFailed, Termination
 
     full = tree_problem(parent, noisy, variances, fixed=tc.fixed)
     if tc.n_rows:
@@ -116,15 +113,17 @@ def constrained_tree(parent: np.ndarray, noisy: np.ndarray, variances: np.ndarra
         values, stats, name = np.asarray(sol.values, dtype=float), dict(sol.stats or {}), sol.solver
     bad = _row_violations(full, tc, values)
     if bad:
-        raise SolverFailed(name, Status.INFEASIBLE_RESULT, "; ".join(bad[:5]))
-    sol = Solution(values=values, objective=full.objective_value(values), status=Status.OPTIMAL, solver=name,
-                   wall_time=time.perf_counter() - t0, stats=stats)
+        raise SolverFailed(name, Termination.OPTIMAL, "; ".join(bad[:5]), solution_status=SolutionStatus.INFEASIBLE,
+                           refuted_by="feasibility")
+    sol = Solution(values=values, objective=full.objective_value(values), termination=Termination.OPTIMAL,
+                   solver=name, wall_time=time.perf_counter() - t0, stats=stats)
     if cross_check is not None:
         other = solver_registry.solve(full, cross_check, time_limit=time_limit)
         scale = max(1.0, abs(sol.objective))
         if abs(other.objective - sol.objective) > 1e-6 * scale:
-            raise SolverFailed(name, Status.CROSS_CHECK_MISMATCH,
-                               f"objective {sol.objective!r}, {other.solver} found {other.objective!r}")
+            raise SolverFailed(name, Termination.OPTIMAL,
+                               f"objective {sol.objective!r}, {other.solver} found {other.objective!r}",
+                               solution_status=SolutionStatus.FEASIBLE, refuted_by="cross_check")
         sol.stats["cross_check"] = {"solver": other.solver, "objective": float(other.objective)}
     return values, sol
 
@@ -250,6 +249,6 @@ def _row_violations(full: Problem, tc: Any, x: np.ndarray) -> list[str]:
                                                                                         tc.upper, 0.0))
         tol = 1e-9 * np.maximum(1.0, mag + bound)
         bad = (act < tc.lower - tol) | (act > tc.upper + tol)
-        out += [f"row {tc.names[i]!r}: {act[i]:.12g} not in [{tc.lower[i]:.12g}, {tc.upper[i]:.12g}]"
-                for i in np.flatnonzero(bad)]
+        out += [f"row {tc.names[i]!r}: {exact_number(act[i])} not in [{exact_number(tc.lower[i])}, "
+                f"{exact_number(tc.upper[i])}]" for i in np.flatnonzero(bad)]
     return out

@@ -8,9 +8,11 @@ Dask cluster, ``batch_size``, ``order`` for IntOpt, ...). Nothing here calls a f
 fast paths are plug-ins that override ``Solver.solve_groups``, so ``hierdp solvers`` lists
 everything a mechanism can use, and a release names the registered solver it used.
 
-The solver is checked when the mechanism is built (before any noise) on a probe level of the same
-kind: a plug-in that cannot solve such levels exactly is refused with its reasons, and options it
-does not take (a typo, an option of another plug-in) are refused by solving that probe with them.
+The solver is checked through the registry's one door (:func:`hierdp.solvers.check_solver`) when
+the mechanism is built (before any noise) on a probe level of the same kind, and again at the
+release on a probe at the public bound on the counts (:meth:`LevelSolver.check_magnitude`): a
+plug-in that cannot solve such levels exactly is refused with its reasons, and options it does not
+take (a typo, an option of another plug-in) are refused by solving that probe with them.
 
 **Constraints** (``rows=``, a :class:`~hierdp.constraints.LevelRows` from the mechanism's resolved
 constraint set): the groups that a row or a child interval reaches are posed as one
@@ -35,41 +37,41 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ON_INFEASIBLE", "LevelSolver", "check_constraint_solver", "check_level_solver", "recorded_option"]
+__all__ = ["ON_INFEASIBLE", "LevelSolver", "check_constraint_solver", "check_level_solver", "level_probe",
+           "recorded_option"]
 
 #: what a level does when its rows cannot hold after its noise: stop, or relax them minimally (L1)
 ON_INFEASIBLE = ("abort", "relax")
 
 
-def _plugin(solver: Any) -> Any:
-    from hierdp.solvers import Solver, get
+def level_probe(objective: str, integer: bool, *, missing_targets: bool = False, magnitude: float = 1.0,
+                real_targets: bool = False) -> Any:
+    """A one-group TopDown level of two children under a total of ``magnitude`` (the public bound on
+    the level's counts): the probe every TopDown solver is checked on before any noise."""
+    from hierdp.models import Problem
 
-    if isinstance(solver, Solver):
-        return solver
-    if not isinstance(solver, str):
-        raise TypeError(f"solver must be a registered name or a hierdp.solvers.Solver, got {type(solver).__name__}")
-    return get(solver)  # KeyError names the registered solvers
+    total = float(max(1.0, np.floor(magnitude)))
+    first = np.floor(total * 0.6) + (0.5 if real_targets else 0.0)
+    values = [first, np.nan] if missing_targets else [first, total - first]
+    return Problem.from_groups(values, [0, 2], [total], objective=objective, integer=integer)
 
 
-def check_level_solver(solver: Any, objective: str, integer: bool, *, missing_targets: bool = False) -> None:
-    """Fail at construction, before any noise is drawn, if ``solver`` cannot solve a TopDown level.
+def check_level_solver(solver: Any, objective: str, integer: bool, *, missing_targets: bool = False,
+                       magnitude: float = 1.0, real_targets: bool = False) -> Any:
+    """The plug-in for TopDown levels, checked through the registry's door
+    (:func:`hierdp.solvers.check_solver`) before any noise is drawn, on a probe level at
+    ``magnitude`` (the public bound on the counts, e.g. the root total under bounded neighbours).
 
     Raises:
-        KeyError: unknown solver name. UnsupportedProblem: it cannot solve such a level exactly
-            (or its back end cannot be imported here).
+        UnsupportedProblem: an unknown solver, or one that cannot solve such a level exactly (its
+            reasons), or whose back end cannot be imported here.
     """
-    from hierdp.models import Problem
-    from hierdp.solvers import UnsupportedProblem
+    from hierdp.solvers import check_solver
 
-    plugin = _plugin(solver)
-    values = [0.6, float("nan")] if missing_targets else [0.6, 0.4]
-    probe = Problem.from_groups(values, [0, 2], [1.0], objective=objective, integer=integer)
-    why = plugin.unsupported(probe)
-    if why:
-        raise UnsupportedProblem(f"solver {plugin.name!r} cannot post-process a TopDown level "
-                                 f"({objective}, {'integer' if integer else 'continuous'}): " + "; ".join(why))
-    if not plugin.available():
-        raise UnsupportedProblem(f"solver {plugin.name!r}: its back end cannot be imported here")
+    probe = level_probe(objective, integer, missing_targets=missing_targets, magnitude=magnitude,
+                        real_targets=real_targets)
+    return check_solver(solver, probe, task=f"post-process a TopDown level ({objective}, "
+                                            f"{'integer' if integer else 'continuous'})")
 
 
 def _row_probe(objective: str, integer: bool, missing_targets: bool) -> Any:
@@ -86,28 +88,24 @@ def _row_probe(objective: str, integer: bool, missing_targets: bool) -> Any:
 
 
 def check_constraint_solver(solver: Any, objective: str, integer: bool, *, missing_targets: bool = False) -> Any:
-    """The solver of constrained groups, checked before any noise on a probe with a row and bounds.
-
-    ``"auto"`` is accepted when some exact plug-in solves the probe. Returns the name (or Solver).
+    """The solver of constrained groups, checked through the registry's door before any noise on a
+    probe with a row and bounds. ``"auto"`` is accepted when some exact plug-in solves the probe.
+    Returns the name (or Solver) as given.
 
     Raises:
         UnsupportedProblem: the plug-in cannot honour rows and bounds on such levels (its reasons).
     """
-    from hierdp.solvers import UnsupportedProblem, choose
+    from hierdp.solvers import UnsupportedProblem, check_solver
 
     probe = _row_probe(objective, integer, missing_targets)
-    if isinstance(solver, str) and solver == "auto":
-        choose(probe)  # raises UnsupportedProblem with every plug-in's reasons
-        return "auto"
-    plugin = _plugin(solver)
-    why = plugin.unsupported(probe)
-    if why:
-        raise UnsupportedProblem(f"solver {plugin.name!r} cannot honour constraint rows on a TopDown level "
-                                 f"({objective}, {'integer' if integer else 'continuous'}): " + "; ".join(why)
-                                 + "; leave constraint_solver unset (auto: an exact general solver) or name one "
-                                 "that accepts rows, e.g. 'highs' or 'ortools'")
-    if not plugin.available():
-        raise UnsupportedProblem(f"solver {plugin.name!r}: its back end cannot be imported here")
+    task = f"honour constraint rows on a TopDown level ({objective}, {'integer' if integer else 'continuous'})"
+    try:
+        check_solver(solver, probe, task=task)
+    except UnsupportedProblem as exc:
+        if isinstance(solver, str) and solver == "auto":
+            raise
+        raise UnsupportedProblem(f"{exc}; leave constraint_solver unset (auto: an exact general solver) or name "
+                                 "one that accepts rows, e.g. 'highs' or 'ortools'") from None
     return solver
 
 
@@ -160,6 +158,7 @@ class LevelSolver:
         if on_infeasible not in ON_INFEASIBLE:
             raise ValueError(f"on_infeasible must be one of {ON_INFEASIBLE}, got {on_infeasible!r}")
         check_level_solver(solver, objective, integer, missing_targets=missing_targets)
+        self.missing_targets = bool(missing_targets)
         self.solver = solver
         self.objective = objective
         self.integer = bool(integer)
@@ -202,6 +201,16 @@ class LevelSolver:
         except TypeError as exc:
             raise MechanismParameterError(f"solver_options {sorted(self.options)} are not options of solver "
                                           f"{self.name!r}: {exc}") from None
+
+    def check_magnitude(self, bound: float, *, real_targets: bool = False) -> None:
+        """Refuse, before any noise, a solver that cannot solve levels whose counts reach ``bound``
+        (public: the root total under bounded neighbours, or a declared bound).
+
+        Raises:
+            UnsupportedProblem: the plug-in's reasons (e.g. a magnitude beyond its float64 range).
+        """
+        check_level_solver(self.solver, self.objective, self.integer, missing_targets=self.missing_targets,
+                           magnitude=bound, real_targets=real_targets)
 
     @property
     def name(self) -> str:

@@ -406,6 +406,8 @@ class TopDownMechanism(Mechanism):
 
         Raises:
             ObservedDomainError: the tree's nodes were read from the data and not declared public.
+            UnsupportedProblem: under bounded neighbours, the solver cannot post-process levels whose
+                counts reach the public root total (e.g. beyond its float64 range); before any noise.
             BudgetExceeded: the accountant cannot pay; nothing is spent.
             CheckpointError: no checkpoint to resume, or one of another input, other parameters,
                 another seed or randomness (before any noise).
@@ -426,6 +428,8 @@ class TopDownMechanism(Mechanism):
         params = {L: (None if per_node or parts[L].is_zero else
                       self.noise.calibrate(exact(parts[L], "budget"), sens[L], culprit=self._culprit))
                   for L in measured}
+        if self.unit.bounded:  # the public root total bounds every count: a solver that cannot reach it
+            self.level_solver.check_magnitude(float(tree.root_count))  # is refused now, before any noise
         run = None
         if checkpoint is not None or resume is not None:
             from hierdp.scale.checkpoint import CheckpointRun

@@ -273,7 +273,7 @@ def test_release_reports_its_paths_and_falls_back_to_the_general_solver():
 
 
 def test_a_failure_of_the_fallback_solver_names_the_parent():
-    from hierdp.solvers.base import Capabilities, Solution, Solver, Status
+    from hierdp.solvers.base import Capabilities, Solution, Solver, Termination
 
     class Failing(Solver):
         name = "failing_fallback_for_test"
@@ -284,7 +284,7 @@ def test_a_failure_of_the_fallback_solver_names_the_parent():
 
         def solve_problem(self, problem, *, time_limit=None, **options):
             return Solution(values=np.where(problem.is_fixed, problem.fixed, 0.0), objective=float("nan"),
-                            status=Status.TIME_LIMIT, solver=self.name, wall_time=0.0,
+                            termination=Termination.TIME_LIMIT, solver=self.name, wall_time=0.0,
                             stats={"failed_groups": np.array([int(problem.groups().max())]), "message": "x"})
 
     rng = np.random.default_rng(8)

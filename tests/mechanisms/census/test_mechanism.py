@@ -15,7 +15,7 @@ import pytest
 from hierdp.mechanisms import MechanismParameterError, ReleaseAborted, create
 from hierdp.mechanisms.census import CensusTopDown, LevelChunk, QueryStrategy, SpineHistograms, continuous_problem
 from hierdp.solvers import solve
-from hierdp.solvers.base import Capabilities, Solution, Solver, Status
+from hierdp.solvers.base import Capabilities, Solution, Solver, Termination
 from hierdp.spines import Spine, SpineError, bypass
 
 STRATEGY = QueryStrategy.marginals((2, 2))  # total, m0, m1, detailed: 4 cells
@@ -182,7 +182,7 @@ class _Failing(Solver):
         grp = problem.groups()
         last = int(grp.max())
         return Solution(values=np.where(problem.is_fixed, problem.fixed, 0.0), objective=float("nan"),
-                        status=Status.TIME_LIMIT, solver=self.name, wall_time=0.0,
+                        termination=Termination.TIME_LIMIT, solver=self.name, wall_time=0.0,
                         stats={"failed_groups": np.array([last]), "message": "test failure"})
 
 

@@ -17,6 +17,7 @@ from hierdp.hierarchy.count_of_counts import CountOfCounts
 from hierdp.mechanisms import MechanismParameterError, create
 from hierdp.mechanisms.pgsr import MDynProg, MH, MHC, ChainDynProg, CumulativeDynProg, GroupSizeTopDown
 from hierdp.privacy.errors import PrivacyParameterError
+from hierdp.solvers import UnsupportedProblem
 
 #: multiply the random instance counts (e.g. HIERDP_PGSR_FUZZ=10 for the long profile)
 FUZZ = int(os.environ.get("HIERDP_PGSR_FUZZ", "1"))
@@ -148,18 +149,26 @@ def test_chain_dp_equals_a_mip_on_small_random_hierarchies():
 
 
 def test_approx_cumulative_projection_is_the_qp_optimum():
-    from hierdp.solvers._isotonic import clip_isotonic
+    """Alg. 2's projection, as the registry's chain plug-in solves it, against HiGHS's QP on the same
+    problem and a scipy QP written here (an independent oracle)."""
+    from scipy.optimize import minimize
+
+    from hierdp.mechanisms.pgsr.problems import cumulative_projection_problem
 
     rng = np.random.default_rng(5)
     for _ in range(20):
-        K = int(rng.integers(2, 12))
-        y = rng.normal(3, 4, K)
-        mine = clip_isotonic(y, lower=0.0)
-        p = hierdp.models.Problem(np.full(K, -1), y, objective="l2", integer=False)
-        p.add_monotone_chains([list(range(K))])
-        ref = hierdp.solve(p, solver="highs").values
-        # HiGHS QP: 1e-7 tolerances (regularization off)
-        assert np.allclose(mine, ref, atol=1e-5)
+        K, n = int(rng.integers(2, 8)), int(rng.integers(1, 4))
+        y = rng.normal(3, 4, (K, n))
+        sol = hierdp.solve(cumulative_projection_problem(y), solver="chain")
+        mine = np.asarray(sol.values).reshape(K, n)
+        ref = np.asarray(hierdp.solve(cumulative_projection_problem(y), solver="highs").values).reshape(K, n)
+        assert np.allclose(mine, ref, atol=1e-5)  # HiGHS QP: 1e-7 tolerances (regularization off)
+        for r in range(n):
+            col = y[:, r]
+            cons = [{"type": "ineq", "fun": lambda s, k=k: s[k + 1] - s[k]} for k in range(K - 1)]
+            res = minimize(lambda s, col=col: np.sum((s - col) ** 2), np.sort(np.maximum(col, 0)),
+                           bounds=[(0, None)] * K, constraints=cons, method="SLSQP", options={"ftol": 1e-12})
+            assert np.sum((mine[:, r] - col) ** 2) <= res.fun + 1e-7
 
 
 def _count_cv_by_loops(rel) -> int:
@@ -209,17 +218,19 @@ def test_region_totals_public():
     for cls in (MDynProg, CumulativeDynProg, ChainDynProg, GroupSizeTopDown):
         with pytest.raises(MechanismParameterError, match="region_totals_public"):
             cls(epsilon=1, region_totals_public=True)
-    with pytest.raises(MechanismParameterError, match=r"costtable.*linear constraint rows"):
+    with pytest.raises(UnsupportedProblem, match=r"'costtable' cannot post-process M_H.*linear constraints"):
         MH(epsilon=1, solver="costtable", region_totals_public=True)
 
 
 @pytest.mark.parametrize("cls, kwargs, match", [
-    (MHC, {"solver": "costtable"}, "cannot honour the cumulative"),
+    # solver refusals come through the registry's door (UnsupportedProblem, the plug-in's reasons)
+    (MHC, {"solver": "costtable"}, "cumulative chain constraints not supported"),
     (MHC, {"solver": "projection"}, "cumulative"),
-    (MHC, {"solver": "chain"}, "not tree consistency"),
-    (MDynProg, {"solver": "chain"}, "not tree consistency"),
-    (ChainDynProg, {"solver": "costtable"}, "cannot honour"),
+    (MHC, {"solver": "chain"}, "tree consistency is not a chain"),
+    (MDynProg, {"solver": "chain"}, "tree consistency is not a chain"),
+    (ChainDynProg, {"solver": "costtable"}, "linear constraints not supported"),
     (MH, {"relaxed": True, "solver": "costtable"}, "continuous"),
+    (MH, {"relaxed": False, "solver": "pdlp"}, "integer problems not supported"),
     (MH, {"solver": "nope"}, "unknown solver"),
     (ChainDynProg, {"measure": "sensitivity_one"}, "measure"),
     (MH, {"level_split": [0.5, 0.5, 0.5]}, None),
@@ -233,7 +244,8 @@ def test_bad_options_are_refused_before_any_data(cls, kwargs, match):
             mech.release(random_count_of_counts(np.random.default_rng(1), depth=2), rng=rng)
         assert rng.bit_generator.state == state  # no noise drawn
         return
-    with pytest.raises(MechanismParameterError, match=match):
+    error = UnsupportedProblem if "solver" in kwargs else MechanismParameterError
+    with pytest.raises(error, match=match):
         cls(epsilon=1, **kwargs)
 
 

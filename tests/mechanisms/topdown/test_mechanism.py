@@ -45,14 +45,13 @@ class _Failing(Solver):
 
     name = "test_failing_level"
     capabilities = Capabilities(objectives=frozenset({"linf"}), integer=True, continuous=False,
-                                structures=frozenset({"level"}), free_sign=False, missing_targets=False,
-                                description="test: fails on wide levels")
+                                structures=frozenset({"level"}), description="test: fails on wide levels")
 
     def __init__(self, min_groups: int = 2, with_groups: bool = True) -> None:
         self.min_groups, self.with_groups, self.calls = min_groups, with_groups, []
 
-    def _solve(self, problem, *, time_limit=None, **options):
-        return get("intopt")._solve(problem, **options)
+    def solve_problem(self, problem, *, time_limit=None, **options):
+        return get("intopt").solve_problem(problem, **options)
 
     def solve_groups(self, values, offsets, totals, *, objective, integer=True, weights=None, time_limit=None,
                      **options) -> GroupSolution:
