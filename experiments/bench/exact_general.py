@@ -125,7 +125,7 @@ def run(p: Problem, solver: str, time_limit: float, **options: Any) -> tuple[str
         return "refused: " + str(exc).split("exactly: ", 1)[-1][:80], time.perf_counter() - t0, np.nan, None
     except SolverFailed as exc:
         best = exc.best
-        return (str(exc.status), time.perf_counter() - t0, best.objective if best else np.nan,
+        return (str(exc.termination), time.perf_counter() - t0, best.objective if best else np.nan,
                 best.bound if best else None)
 
 

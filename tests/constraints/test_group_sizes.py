@@ -411,7 +411,7 @@ def test_a_solver_the_user_named_is_kept_and_refused_before_noise_when_it_cannot
     data = CountOfCounts.from_histograms(regions, [[4000, 3000, 2500], [3500, 2000, 1000], [5000, 1200, 900]], K=3)
     c = Constraints().add_linear({"A0": 1, "B0": 1}, cells=[1], upper=8_000, name="cap")
     monkeypatch.setattr(pgsr_base, "GEOMETRIC", _NoNoise())
-    with pytest.raises(MechanismParameterError, match="'costtable' cannot honour constraint rows"):
+    with pytest.raises(UnsupportedProblem, match="'costtable' cannot honour constraint rows"):
         MH(epsilon=1.0, solver="costtable", constraints=c).release(data, seed=0)
     monkeypatch.undo()
     # ortools takes the constrained integer-L2 problem since issue 19 (lazy chord cuts): kept
