@@ -510,9 +510,6 @@ print(json.dumps({"outcome": out, "seconds": time.perf_counter() - t0}), flush=T
 #: seconds past the limit an in-process call may take (HiGHS checks its clock between phases)
 _GRACE = 3.0
 TIMED_QUICK = [("n6", 2.0, "in_process"), ("linf", 2.0, "executor")]
-#: n8 (highs overran in-process limits by 9-161 s): branch sx is fixing it; until then a failure here
-#: is reported as an expected one (and an unexpected pass says to remove this)
-OPEN_TIMED = "n8: highs overruns time_limit in process (branch sx)"
 TIMED_LONG = [(case, limit, how) for case in ("n6", "linf", "l1", "l2") for limit in (1.0, 2.0, 5.0)
               for how in ("in_process", "executor")]
 
@@ -534,14 +531,12 @@ def _timed(case: str, limit: float, how: str) -> None:
     assert got["seconds"] <= limit + _GRACE, f"highs ({how}) overran time_limit={limit} on {case}: {got}"
 
 
-@pytest.mark.xfail(bool(OPEN_TIMED), reason=OPEN_TIMED, strict=False)
 @pytest.mark.parametrize("case, limit, how", TIMED_QUICK)
 def test_in_process_time_limits(case, limit, how):
     _timed(case, limit, how)
 
 
 @pytest.mark.fuzz
-@pytest.mark.xfail(bool(OPEN_TIMED), reason=OPEN_TIMED, strict=False)
 @pytest.mark.parametrize("case, limit, how", TIMED_LONG)
 def test_in_process_time_limits_long(case, limit, how):
     _timed(case, limit, how)
