@@ -176,12 +176,6 @@ class TopDownMechanism(LevelwiseMechanism):
         """Bind the constraint set to ``tree`` and check it (public structure only, before any noise)."""
         if self.constraints is None:
             return None
-        from hierdp.scale.executors import SerialEngine
-
-        if not isinstance(self.engine, SerialEngine):
-            raise MechanismParameterError(f"constraints= run on the serial engine in this version, not on "
-                                          f"{self.engine.describe()} (a level's rows need the released coarser "
-                                          "levels, which the workers do not receive yet)")
         return self.constraints.resolve(tree, root_public=self.unit.bounded,
                                         time_limit=max(60.0, float(self.time_limit or 0)))
 
