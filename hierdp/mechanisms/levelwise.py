@@ -132,11 +132,19 @@ class LevelwiseMechanism(Mechanism):
     def _spend_level(self, ctx: RunContext, L: int, state: LevelState, prep: Any) -> None:
         raise NotImplementedError
 
-    def _level_job(self, L: int, state: LevelState, source: Any, plan: Any, prep: Any) -> Any:
+    def _level_job(self, L: int, state: LevelState, source: Any, plan: Any, prep: Any, rows: np.ndarray,
+                   cuts: np.ndarray | None) -> Any:
+        """Level L's job (what every chunk needs besides the tree; picklable): ``rows`` and ``cuts``
+        are the parents to expand and where chunks may end (:meth:`_parents_to_expand`)."""
         raise NotImplementedError
 
     def _make_release(self, tree: Any, ctx: RunContext, state: LevelState, partial: bool, prep: Any) -> Any:
         raise NotImplementedError
+
+    def _task(self, prep: Any) -> Any:
+        """What the engine runs the chunks with (a :class:`~hierdp.scale.levels.LevelTask`, picklable):
+        the mechanism itself by default."""
+        return self
 
     def _resolve_constraints(self, tree: Any) -> Any:
         """The constraint set bound to ``tree`` (checked before any noise), or None."""
@@ -150,10 +158,12 @@ class LevelwiseMechanism(Mechanism):
         """The number of cells of level L's histograms, ``None`` for counts."""
         return None
 
-    def _parents_to_expand(self, state: LevelState, L: int, plan: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    def _parents_to_expand(self, tree: Any, state: LevelState, L: int, plan: Any
+                           ) -> tuple[np.ndarray, np.ndarray | None]:
         """The parents of level L (rows of level L - 1) to expand, in the order level L is built,
         and where a chunk may end (``None``: anywhere). Default: the non-zero parents in order;
-        parents a constraint row couples are made contiguous and kept in one chunk."""
+        parents a constraint row couples are made contiguous and kept in one chunk (the level is
+        put back in the parents' order afterwards)."""
         prev = state.levels[-1]
         values = np.asarray(prev.values)
         alive = np.flatnonzero(values > 0 if values.ndim == 1 else (values > 0).any(axis=1))
@@ -162,9 +172,9 @@ class LevelwiseMechanism(Mechanism):
         return alive, None
 
     def _abort(self, tree: Any, ctx: RunContext, state: LevelState, L: int, cause: BaseException,
-               parent_keys: np.ndarray | None, prep: Any) -> ReleaseAborted:
+               parent_keys: np.ndarray | None, prep: Any, failure: ChunkFailed | None = None) -> ReleaseAborted:
         """The :class:`ReleaseAborted` of a level that failed after its noise (``parent_keys``: the
-        parents of the failing solve, keys of level L - 1)."""
+        parents of the failing solve, keys of level L - 1; ``failure``: the chunk's exception)."""
         partial = self._make_release(tree, ctx, state, True, prep)
         where = ""
         if parent_keys is not None and len(parent_keys):
@@ -195,19 +205,22 @@ class LevelwiseMechanism(Mechanism):
             run = CheckpointRun.open(self, tree, checkpoint=checkpoint, resume=resume,
                                      secure=self._secure_for(secure), accountant=accountant)
         try:
-            session = self.engine.open(self, tree)  # connects to a cluster, sends the tree: before any noise
+            session = self.engine.open(self._task(prep), tree)  # connects, sends the tree: before any noise
         except BaseException:
             if run is not None:
                 run.discard_if_empty()
             raise
         try:
+            given = seed is not None or rng is not None
+            if run is not None and run.resumed and not given and run.manifest.get("seed") is not None:
+                seed = run.manifest["seed"]  # a seeded resume states the seed it continues
             external = None
             if run is not None and run.resumed and accountant is not None:
                 external = self.spec.budget._minus_clamped(run.spent_budget(self.spec.budget))
             ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant, external_total=external)
             # after the domain check (a node's existence may be private otherwise), before any noise
             resolved = self._resolve_constraints(tree)
-            source = self._noise_source(ctx, run, given=seed is not None or rng is not None, seed=seed)
+            source = self._noise_source(ctx, run, given=given, seed=seed)
             state = LevelState(names)
             state.constraints = resolved
             bar = None
@@ -250,18 +263,20 @@ class LevelwiseMechanism(Mechanism):
         files = None
         try:
             plan = self._level_plan(state, L)
-            job = self._level_job(L, state, source, plan, prep)
-            rows, cuts = self._parents_to_expand(state, L, plan)
+            rows, cuts = self._parents_to_expand(tree, state, L, plan)
+            job = self._level_job(L, state, source, plan, prep, rows, cuts)
+            reordered = bool(rows.size > 1 and np.any(np.diff(rows) < 0))
             # a checkpoint's parts are the level in the order it is built: only when that is the
-            # release's order (uncoupled parents) may the workers write them
-            stage = run.staging(L) if run is not None and session.stages and cuts is None else None
+            # release's order (parents not reordered) may the workers write them
+            stage = run.staging(L) if run is not None and session.stages and not reordered else None
             level, st, paths, files = session.run_level(tree, job, L - 1, state.levels[-1], rows, cuts,
                                                         state.paths[-1], stage, self._level_cells(tree, L))
         except ChunkFailed as failed:
-            raise self._abort(tree, ctx, state, L, failed.cause, failed.parent_keys, prep) from failed.cause
+            raise self._abort(tree, ctx, state, L, failed.cause, failed.parent_keys, prep,
+                              failure=failed) from failed.cause
         except Exception as exc:  # anything else after noise was drawn: never lose the spend
             raise self._abort(tree, ctx, state, L, exc, None, prep) from exc
-        if cuts is not None:  # back to the order of the parents (the release's canonical order)
+        if reordered:  # back to the order of the parents (the release's canonical order)
             order = np.argsort(level.parent, kind="stable")
             level = type(level)(level.keys[order], level.parent[order], level.values[order])
             paths = paths[order] if paths is not None else None

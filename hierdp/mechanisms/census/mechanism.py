@@ -17,16 +17,24 @@ moment (an aborted run never understates it).
 2. an integer rounder: L1 distance of all query answers to the continuous solution, over
    floor + {0, 1} per cell, keeping consistency (a MIP).
 
-Both are :class:`~hierdp.models.Problem`\\ s (:mod:`.problems`) solved through the solver registry
-(``solver=`` for stage 1, ``rounder=`` for stage 2, default ``"highs"``: its batch planner solves one
-parent per model). With ``fast_path=True`` (default) both stages first go through the exact
-vectorized paths of :mod:`.fastpath` (a KKT-certified active-set solve of every parent's WLS at
-once; the closed-form optimal cell rounder); only the parents they cannot certify are posed as
-Problems and sent to ``solver`` / ``rounder``. Single-child parents are copied down; all-zero
-parents give all-zero children.
-The root is estimated the same way with its total fixed (bounded neighbours: the total is public).
-**Invariants**: ``invariant_levels`` (a prefix of geolevels, default the root) are published exactly;
-the release states every invariant beyond the root as an assumption.
+Both stages are the per-parent solve of :class:`~.level_solver.CensusLevelSolver` (the exact
+vectorized fast paths first; the parents they cannot certify are posed as Problems and sent to
+``solver`` / ``rounder`` through the registry). Single-child parents are copied down; all-zero
+parents give all-zero children (they are not expanded). The root is estimated the same way under
+its public total: the level-wise engine sees one level above the spine, a virtual node holding the
+total (:class:`~.spine_tree.SpineTree`). **Invariants**: ``invariant_levels`` (a prefix of
+geolevels, default the root) are published exactly; the release states every invariant beyond the
+root as an assumption.
+
+**The level-wise engine** (:mod:`hierdp.mechanisms.levelwise`): the same loop, accounting path,
+engines and checkpoints as every TopDown. Seeded noise is counter-based: answer ``a`` of geounit
+``u`` at engine level ``l`` draws from the stream of key ``u · A + a`` (A: the strategy's answers
+per geounit), so a seeded release is the same on the serial, process and Dask engines
+(``engine=`` / ``executor=``) and after a resume (``release(..., checkpoint=DIR)`` /
+``resume=DIR``). The per-parent solve runs in *batches* of whole parents of about
+``batch_children`` children, cut by the driver for the whole level (chunks end only between
+batches), so every engine solves the same batches: the vectorized solve sees the same inputs
+whatever the engine. Secure mode draws from the OS with the exact samplers.
 
 A solver failure inside a geolevel raises :class:`~hierdp.mechanisms.base.ReleaseAborted` naming the
 parent geounit(s), with the spends recorded so far; no partial release is returned.
@@ -34,22 +42,28 @@ parent geounit(s), with the spends recorded so far; no partial release is return
 
 from __future__ import annotations
 
+import itertools
 import time
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 from collections.abc import Iterable
 
 import numpy as np
 
-from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted
+from hierdp._segments import gather_ranges
+from hierdp.mechanisms.base import MechanismParameterError, ReleaseAborted, RunContext
 from hierdp.mechanisms.census.level_solver import CensusLevelSolver, ParentSolveFailed
 from hierdp.mechanisms.census.problems import LevelChunk
+from hierdp.mechanisms.census.spine_tree import SpineTree
 from hierdp.mechanisms.census.strategy import QueryStrategy
-from hierdp.privacy.noise import NoiseModel, noise_model
+from hierdp.mechanisms.levelwise import LevelState, LevelwiseMechanism, level_randomness
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact
+from hierdp.privacy.noise import NoiseModel, noise_model
 from hierdp.privacy.unit import PrivacyUnit
+from hierdp.release import ReleaseLevel
 from hierdp.release.histogram import NodeHistogramRelease
+from hierdp.scale.levels import ChunkFailed, ChunkResult
 from hierdp.spines.core import Spine, SpineError
 
 __all__ = ["CensusTopDown", "SpineHistograms"]
@@ -124,7 +138,57 @@ def _variance(noise: NoiseModel, param: float) -> float:
     return float(param)  # discrete Gaussian: below sigma^2 by < 3e-7 for sigma^2 >= 1 (paper fn. 6)
 
 
-class CensusTopDown(Mechanism):
+class _Plan(NamedTuple):
+    """What a census run fixes before any noise (sent to the workers once, with the mechanism)."""
+
+    groups: list[str]              #: the strategy's query groups, in order
+    det: str | None                #: the detailed group's name, if any
+    mats: dict[str, np.ndarray]    #: each group's (R_q, K) matrix
+    first: dict[str, int]          #: the first answer index of each group (answers of a geounit: 0 .. A-1)
+    n_answers: int                 #: A
+    gnums: np.ndarray              #: the distinct γ numerators of measured geounits (sorted)
+    param: np.ndarray              #: (len(gnums), len(groups)) noise parameters
+    weight: np.ndarray             #: (len(gnums), len(groups)) WLS weights (1 / variance)
+    parts: list[Fraction]          #: per geolevel, the increase of the largest path share
+    sens: int                      #: the sensitivity of every group's answers
+    invariant: frozenset[int]      #: geolevels whose totals are invariant
+    level_measured: list[int]      #: per geolevel, its measured geounits
+    level_gnums: list[np.ndarray]  #: per geolevel, the γ numerators of its measured geounits
+
+
+class _Job(NamedTuple):
+    """What every chunk of a level needs besides the tree and the plan."""
+
+    L: int                 #: the parents' engine level (geolevel L - 1; 0: the virtual total)
+    source: Any            #: the run's randomness
+    batch_of_row: np.ndarray  #: per row of the parents' level, its solve batch (fixed by the driver)
+
+
+class _CensusTask:
+    """The engine's task of a census run: the mechanism (without its engine) and the run's plan."""
+
+    def __init__(self, mech: CensusTopDown, plan: _Plan) -> None:
+        self.mech = mech
+        self.plan = plan
+        self.chunk_children = mech.chunk_children
+
+    def run_chunk(self, tree: SpineTree, job: _Job, rows: np.ndarray, parent_keys: np.ndarray,
+                  parent_values: np.ndarray, parent_paths: np.ndarray | None) -> ChunkResult:
+        return self.mech._run_census_chunk(tree, self.plan, job, rows, parent_keys, parent_values)
+
+
+class _StageFailed(ChunkFailed):
+    """A census chunk failed in one stage of the per-parent solve (the stage travels with it)."""
+
+    def __init__(self, cause: BaseException, parent_keys: np.ndarray, stage: str) -> None:
+        super().__init__(cause, parent_keys)
+        self.stage = stage
+
+    def __reduce__(self) -> tuple:
+        return (_StageFailed, (self.cause, self.parent_keys, self.stage))
+
+
+class CensusTopDown(LevelwiseMechanism):
     """Census-style TopDown over a spine (see the module docstring).
 
     Args:
@@ -150,6 +214,8 @@ class CensusTopDown(Mechanism):
             in cache, measured 2x faster than 8192 at K = 24; memory ~K² · 24 bytes per child; a
             parent with more children is one batch).
         secure: OS randomness and exact samplers (real releases).
+        engine, executor: where geolevels run (``"serial"``, ``"processes"``, ``"dask"`` or an
+            engine object; :mod:`hierdp.scale.executors`); a seeded release is the same on each.
     """
 
     name = "CensusTopDown"
@@ -161,7 +227,9 @@ class CensusTopDown(Mechanism):
                  invariant_levels: Iterable[str | int] | None = None, solver: Any = "highs", rounder: Any = "highs",
                  solver_options: dict[str, Any] | None = None, time_limit: float | None = None,
                  chunk_parents: int = 200, rounding: str = "cells", fast_path: bool = True,
-                 max_active_set_updates: int = 50, batch_children: int = 512) -> None:
+                 max_active_set_updates: int = 50, batch_children: int = 512, engine: Any = None,
+                 executor: Any = None) -> None:
+        self.set_engine(engine, executor)
         if rounding not in ("cells", "queries"):
             raise MechanismParameterError(f"rounding must be 'cells' or 'queries', got {rounding!r}")
         self.rounding = rounding
@@ -222,86 +290,240 @@ class CensusTopDown(Mechanism):
 
     # ------------------------------------------------------------------ run
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
-                accountant: Accountant | None = None, progress: bool = False) -> NodeHistogramRelease:
+                accountant: Accountant | None = None, progress: bool = False, checkpoint: Any = None,
+                resume: Any = None) -> NodeHistogramRelease:
         """Run on ``data`` (a :class:`SpineHistograms`).
+
+        Args:
+            seed, rng, secure, accountant, progress: as every mechanism.
+            checkpoint, resume: a directory where every finished geolevel is written / a checkpoint
+                to continue (:mod:`hierdp.scale.checkpoint`, docs/scale.md).
 
         Raises:
             ObservedDomainError: the spine's geography was not declared public.
             BudgetExceeded: the accountant cannot pay; nothing is spent.
+            CheckpointError: a checkpoint of another input, other parameters or another seed.
             ReleaseAborted: a solver failed inside a geolevel (the parent is named; spends attached).
         """
         spine, counts = getattr(data, "spine", None), getattr(data, "counts", None)
         if not isinstance(spine, Spine) or counts is None:
             raise MechanismParameterError("CensusTopDown releases a SpineHistograms (a spine with block histograms)")
         spine.check_path_sums()  # Theorem 3, exactly, before any noise
+        if not self.unit.bounded:
+            raise MechanismParameterError("the Census-style TopDown needs the root total invariant (bounded "
+                                          "neighbours); unbounded releases are not supported")
         K = int(counts.shape[1])
-        strategy = self.strategy or QueryStrategy((K,), {"total": (), "detailed": (0,)}, {"total": Fraction(1, 2),
-                                                                                           "detailed": Fraction(1, 2)})
+        strategy = self._strategy(K)
+        plan = self._plan(spine, strategy)
+        tree = SpineTree(data)
+        ctx, state = self._release_levels(tree, data, plan, seed=seed, rng=rng, secure=secure, accountant=accountant,
+                                          progress=progress, checkpoint=checkpoint, resume=resume)
+        return self._make_release(tree, ctx, state, False, plan)
+
+    def _strategy(self, K: int) -> QueryStrategy:
+        strategy = self.strategy or QueryStrategy((K,), {"total": (), "detailed": (0,)},
+                                                  {"total": Fraction(1, 2), "detailed": Fraction(1, 2)})
         if strategy.n_cells != K:
             raise MechanismParameterError(f"strategy has {strategy.n_cells} cells; the data has {K}")
+        return strategy
+
+    def _plan(self, spine: Spine, strategy: QueryStrategy) -> _Plan:
+        """Every noise scale now, before any noise: one per (geounit proportion, group share)."""
         inv_levels = self._invariant_levels(spine)
-        hist = data.geounit_histograms()
         groups = list(strategy.groups)
-        det = strategy.detailed
         mats = {g: strategy.group_matrix(g) for g in groups}
+        first, a = {}, 0
+        for g in groups:
+            first[g] = a
+            a += mats[g].shape[0]
         total = exact(self.spec.budget, "budget")
         sens = self.noise.sensitivity(self.unit, finest=False)
-        # every noise scale now, before any noise: one per (geounit proportion, group share)
-        params: dict[tuple[int, str], float] = {}
-        for gnum in np.unique(spine.gamma_num[spine.measured]):
-            for g in groups:
+        gnums = np.unique(spine.gamma_num[spine.measured]).astype(np.int64)
+        param = np.zeros((gnums.size, len(groups)))
+        for i, gnum in enumerate(gnums.tolist()):
+            for j, g in enumerate(groups):
                 amount = total * Fraction(int(gnum), spine.gamma_den) * strategy.shares[g]
-                params[(int(gnum), g)] = self.noise.calibrate(amount, sens, culprit=self._culprit)
-        parts = self._level_parts(spine)
-        assumptions_extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, "
-                             "outside the differential privacy guarantee)" for lv in inv_levels if lv > 0]
-        ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
-        est = np.zeros_like(hist)
-        timings: dict[str, float] = {}
-        n_measured = 0
-        self._stats: list[dict[str, Any]] = []
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=spine.n_levels, desc=self.name, unit="geolevel")
+                param[i, j] = self.noise.calibrate(amount, sens, culprit=self._culprit)
+        weight = np.vectorize(lambda x: 1.0 / _variance(self.noise, float(x)), otypes=[float])(param) \
+            if param.size else param.copy()
         ptr = spine.level_ptr
-        try:
-            for lev in range(spine.n_levels):
-                t0 = time.perf_counter()
-                idx = np.arange(ptr[lev], ptr[lev + 1])
-                meas = idx[spine.measured[idx]]
-                part = parts[lev]
-                self._spend(ctx, spine, lev, part, meas, params, sens)
-                noisy = self._measure(hist, meas, spine, groups, mats, params, ctx.rng)
-                n_measured += meas.size
-                t1 = time.perf_counter()
-                self._stats.append({"geolevel": spine.level_names[lev], "parents": 0, "wls_fast": 0, "wls_general": 0,
-                                    "rounding_fast": 0, "rounding_general": 0, "max_active_set_updates": 0})
-                try:
-                    if lev == 0:
-                        est[0] = self._root(hist, noisy, det, groups, mats, 0 in inv_levels)
-                    else:
-                        self._level(spine, lev, est, hist, noisy, det, groups, mats, lev in inv_levels)
-                except ParentSolveFailed as failed:
-                    raise self._aborted(ctx, spine, lev, failed) from failed.cause
-                timings[f"{spine.level_names[lev]}_noise"] = t1 - t0
-                timings[f"{spine.level_names[lev]}_solve"] = time.perf_counter() - t1
-                if bar is not None:
-                    bar.update(1)
-        finally:
-            if bar is not None:
-                bar.close()
-        acc = ctx.accounting(assumptions=assumptions_extra,
-                             details={"noise": self.noise.name, "measured_geounits": n_measured,
-                                      "strategy": {g: str(strategy.shares[g]) for g in groups}})
+        meas = [np.flatnonzero(spine.measured[ptr[lev]:ptr[lev + 1]]) + ptr[lev] for lev in range(spine.n_levels)]
+        return _Plan(groups, strategy.detailed, mats, first, a, gnums, param, weight, self._level_parts(spine), sens,
+                     frozenset(inv_levels), [int(m.size) for m in meas],
+                     [np.unique(spine.gamma_num[m]) for m in meas])
+
+    def _task(self, prep: _Plan) -> _CensusTask:
+        mech = self.for_workers()
+        assert isinstance(mech, CensusTopDown)
+        return _CensusTask(mech, prep)
+
+    def _level_cells(self, tree: Any, L: int) -> int | None:
+        return 1 if L == 0 else int(tree.n_cells)
+
+    # ------------------------------------------------------------------ the loop's hooks
+    def _release_root(self, tree: SpineTree, ctx: RunContext, state: LevelState, source: Any, prep: _Plan) -> None:
+        """Level 0: the virtual node holding the public total (nothing measured)."""
+        state.levels.append(ReleaseLevel(np.array([0], np.int64), np.array([-1], np.int64),
+                                         np.array([[tree.root_count]], np.int64)))
+        state.paths.append(None)
+        state.timings.append(0.0)
+        state.stats.append({"released": 1})
+
+    def _spend_level(self, ctx: RunContext, L: int, state: LevelState, prep: _Plan) -> None:
+        """Record geolevel L - 1's spend before its noise (drawn in the chunks)."""
+        lev = L - 1
+        part = prep.parts[lev]
+        amount = self.spec.budget._scaled(part) if part > 0 else Budget._zero(self.spec.budget.calculus)
+        used = np.unique(prep.param[np.isin(prep.gnums, prep.level_gnums[lev])].ravel())
+        n = prep.level_measured[lev]
+        details: dict[str, Any] = {"noise": self.noise.name, "measured_geounits": n,
+                   self.noise.sensitivity_name: self.noise.sensitivity_value(prep.sens), "path_share": str(part),
+                   "note": f"({n} measured geounit(s), path share {part})"}
+        if used.size:
+            details[f"{self.noise.parameter_name}_min"] = float(used[0])
+            details[f"{self.noise.parameter_name}_max"] = float(used[-1])
+        ctx.spend(amount, f"geolevel {lev} ({state.names[L]})", **details)
+
+    def _level_job(self, L: int, state: LevelState, source: Any, plan: Any, prep: _Plan, rows: np.ndarray,
+                   cuts: np.ndarray | None) -> _Job:
+        batch_of_row = np.full(len(state.levels[-1]), -1, np.int64)
+        if cuts is not None:
+            batch_of_row[rows] = np.searchsorted(cuts, np.arange(rows.size), side="right")
+        return _Job(L - 1, source, batch_of_row)
+
+    def _parents_to_expand(self, tree: Any, state: LevelState, L: int, plan: Any
+                           ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The non-zero parents in order, cut into solve batches of whole parents with about
+        ``batch_children`` children (a wider parent alone): chunks end only between batches, so the
+        per-parent solve sees the same batches on every engine."""
+        prev = state.levels[-1]
+        alive = np.flatnonzero((np.asarray(prev.values) > 0).any(axis=1))
+        sizes = tree.child_counts(L - 1, prev.keys[alive])
+        weight = np.where((sizes > 1) | (L == 1), sizes, 0)  # single children are copied, not solved
+        ends = []
+        if alive.size:
+            cum = np.cumsum(weight)
+            start = 0
+            while start < alive.size:  # one step per batch, not per parent
+                base = cum[start - 1] if start else 0
+                start = max(int(np.searchsorted(cum, base + self.batch_children, side="right")), start + 1)
+                ends.append(start)
+        return alive, np.asarray(ends, dtype=np.int64)
+
+    # ------------------------------------------------------------------ one chunk (on any engine)
+    def _run_census_chunk(self, tree: SpineTree, plan: _Plan, job: _Job, rows: np.ndarray, parent_keys: np.ndarray,
+                          parent_values: np.ndarray) -> ChunkResult:
+        """Expand, measure and solve the children of some parents of engine level ``job.L`` (see
+        the module docstring); returns the children released non-zero."""
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        child_keys, offsets, true = tree.expand(job.L, parent_keys)
+        sizes = np.diff(offsets)
+        C, K = true.shape
+        out = np.zeros((C, K), np.int64)
+        st: dict[str, Any] = {"parents": 0, "children": int(C), "released": 0, "chunks": 1,
+                              "max_group": int(sizes.max(initial=0)), "wls_fast": 0, "wls_general": 0,
+                              "rounding_fast": 0, "rounding_general": 0, "max_active_set_updates": 0,
+                              "expand_s": time.perf_counter() - t0, "noise_s": 0.0, "solve_s": 0.0}
+        below_total = job.L == 0  # the root, under the virtual node holding the public total
+        single = (sizes == 1) & (not below_total)
+        out[offsets[:-1][single]] = parent_values[single]  # a single child equals its parent
+        solved = np.flatnonzero(~single & (sizes > 0))
+        batch = job.batch_of_row[rows[solved]]
+        cuts = np.concatenate([[0], np.flatnonzero(np.diff(batch)) + 1, [solved.size]]) if solved.size else [0]
+        lev = job.L  # the children's geolevel
+        for s, e in itertools.pairwise(np.asarray(cuts).tolist()):
+            ps = solved[s:e]
+            kids, _ = gather_ranges(offsets[:-1][ps], sizes[ps])
+            t1 = time.perf_counter()
+            chunk = self._chunk_of(tree, plan, job, lev, child_keys[kids], true[kids], parent_values[ps],
+                                   np.repeat(np.arange(ps.size), sizes[ps]), below_total)
+            t2 = time.perf_counter()
+            try:
+                out[kids] = self.level_solver.solve(chunk, parent_keys[ps], st)
+            except ParentSolveFailed as failed:
+                raise _StageFailed(failed.cause, failed.parents, failed.stage) from failed.cause
+            st["noise_s"] += t2 - t1
+            st["solve_s"] += time.perf_counter() - t2
+        keep = out.any(axis=1)
+        st["released"] = int(keep.sum())
+        st["cpu_s"] = time.process_time() - cpu0
+        return ChunkResult(child_keys[keep], np.repeat(rows, sizes)[keep], out[keep], None, st)
+
+    def _chunk_of(self, tree: SpineTree, plan: _Plan, job: _Job, lev: int, kids: np.ndarray, true: np.ndarray,
+                  parent_values: np.ndarray, child_parent: np.ndarray, below_total: bool) -> LevelChunk:
+        """The children's measurements (noise drawn now, counter-based in seeded mode) as a
+        :class:`LevelChunk` of their parents."""
+        C, K = true.shape
+        measured = tree.measured(kids)
+        if not below_total and not measured.all():
+            u = kids[~measured][0]
+            raise SpineError(f"geounit {tree.spine.names[u]!r} is unmeasured but has siblings")
+        gi = np.searchsorted(plan.gnums, tree.gamma_num(kids))  # row of each measured child in the tables
+        m = np.flatnonzero(measured)
+        targets = np.full((C, K), np.nan)
+        tw = np.zeros(C)
+        qm, qa, qw = [], [], []
+        for j, g in enumerate(plan.groups):
+            Q = plan.mats[g]
+            R = Q.shape[0]
+            ans = np.full((C, R), np.nan)
+            w = np.zeros(C)
+            if m.size:
+                exact_answers = true[m] @ Q.T.astype(np.int64)
+                keys = (kids[m, None] * plan.n_answers + plan.first[g] + np.arange(R)[None, :]).ravel()
+                params = np.repeat(plan.param[gi[m], j], R)
+                noise = self.noise.draw(params, keys.size, level_randomness(job.source, lev + 1, keys))
+                ans[m] = (exact_answers + np.asarray(noise).reshape(m.size, R)).astype(float)
+                w[m] = plan.weight[gi[m], j]
+            if g == plan.det:
+                targets, tw = ans, w
+            else:
+                qm.append(Q)
+                qa.append(ans)
+                qw.append(w)
+        totals = true.sum(axis=1) if lev in plan.invariant and not below_total else None
+        cell_map = np.zeros(K, np.int64) if below_total else None
+        return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map)
+
+    # ------------------------------------------------------------------ the release
+    def _make_release(self, tree: SpineTree, ctx: RunContext, state: LevelState, partial: bool,
+                      prep: _Plan) -> NodeHistogramRelease:
+        spine = tree.spine
+        K = tree.n_cells
+        est = np.zeros((spine.n, K), np.int64)
+        for lv in state.levels[1:]:
+            est[lv.keys] = lv.values
+        strategy = self._strategy(K)
+        stats, timings = [], {}
+        for st, name in zip(state.stats[1:], spine.level_names, strict=False):
+            stats.append({"geolevel": name, **{k: v for k, v in st.items() if k != "cpu_by_worker"}})
+            timings[f"{name}_noise"] = float(st.get("noise_s", 0.0))
+            timings[f"{name}_solve"] = float(st.get("solve_s", 0.0))
+        extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, outside the "
+                 "differential privacy guarantee)" for lv in sorted(prep.invariant) if lv > 0]
+        acc = ctx.accounting(assumptions=extra, partial=partial,
+                             details={"noise": self.noise.name, "measured_geounits": int(spine.measured.sum()),
+                                      "strategy": {g: str(strategy.shares[g]) for g in prep.groups}})
         return NodeHistogramRelease(
             names=spine.names, parent=spine.parent, level=spine.level, level_names=list(spine.level_names),
             cells=strategy.cell_labels(), values=est, accounting=acc, mechanism=self.name, solver=self.solver_name,
-            params=ctx.params(post_processing=self._stats), timings=timings,
-            level_totals=int(hist[0].sum()) if 0 in inv_levels else None)
+            params=ctx.params(post_processing=stats), timings=timings,
+            level_totals=int(tree.root_count) if 0 in prep.invariant else None)
 
-    # ------------------------------------------------------------------ pieces
+    def _abort(self, tree: Any, ctx: RunContext, state: LevelState, L: int, cause: BaseException,
+               parent_keys: np.ndarray | None, prep: Any, failure: ChunkFailed | None = None) -> ReleaseAborted:
+        spine = tree.spine
+        lev = L - 1
+        stage = f", {failure.stage} stage" if isinstance(failure, _StageFailed) else ""
+        where = f"at geolevel {lev} ({spine.level_names[lev]}){stage}"
+        names = None
+        if parent_keys is not None and len(parent_keys):
+            names = np.asarray(spine.names[np.asarray(parent_keys, np.int64)], dtype=object)
+            shown = [str(x) for x in names[:5]]
+            more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+            where += f", parent {', '.join(shown)}{more}"
+        return ctx.aborted(cause, where=where, level=lev, level_name=spine.level_names[lev], parents=names)
+
     def _invariant_levels(self, spine: Spine) -> list[int]:
         levels = self.invariant_levels
         if levels is None:
@@ -332,117 +554,3 @@ class CensusTopDown(Mechanism):
             out.append(Fraction(cur - prev, spine.gamma_den))
             prev = cur
         return out
-
-    def _spend(self, ctx: Any, spine: Spine, lev: int, part: Fraction, meas: np.ndarray,
-               params: dict[tuple[int, str], float], sens: int) -> None:
-        amount = self.spec.budget._scaled(part) if part > 0 else Budget._zero(self.spec.budget.calculus)
-        name = spine.level_names[lev]
-        used = sorted({p for (g, _), p in params.items() if g in set(spine.gamma_num[meas].tolist())})
-        details = {"noise": self.noise.name, "measured_geounits": int(meas.size),
-                   self.noise.sensitivity_name: self.noise.sensitivity_value(sens), "path_share": str(part),
-                   "note": f"({meas.size} measured geounit(s), path share {part})"}
-        if used:
-            details[f"{self.noise.parameter_name}_min"] = used[0]
-            details[f"{self.noise.parameter_name}_max"] = used[-1]
-        ctx.spend(amount, f"geolevel {lev} ({name})", **details)
-
-    def _measure(self, hist: np.ndarray, meas: np.ndarray, spine: Spine, groups: list[str],
-                 mats: dict[str, np.ndarray], params: dict[tuple[int, str], float], rng: Any
-                 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Noisy answers of the measured geounits: group -> (geounits, answers, weights)."""
-        out = {}
-        # few distinct proportions: look the scales up once per distinct numerator
-        gnums, which = np.unique(spine.gamma_num[meas], return_inverse=True)
-        for g in groups:
-            Q = mats[g]
-            true = hist[meas] @ Q.T.astype(np.int64)
-            scale = np.array([params[(int(x), g)] for x in gnums], dtype=float)
-            p = scale[which.ravel()] if meas.size else np.zeros(0)
-            if meas.size:
-                draw = self.noise.draw(np.repeat(p, Q.shape[0]), true.size, rng).reshape(true.shape)
-            else:
-                draw = np.zeros_like(true)
-            w = np.array([1.0 / _variance(self.noise, float(x)) for x in scale])[which.ravel()] if meas.size \
-                else np.zeros(0)
-            out[g] = (meas, (true + draw).astype(float), w)
-        return out
-
-    def _chunk(self, parent_values: np.ndarray, child_parent: np.ndarray, children: np.ndarray,
-               noisy: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], det: str | None, groups: list[str],
-               mats: dict[str, np.ndarray], totals: np.ndarray | None, n_total: int,
-               cell_map: np.ndarray | None = None) -> LevelChunk:
-        C, K = children.size, next(iter(mats.values())).shape[1]
-        where = np.full(n_total, -1, np.int64)
-        targets = np.full((C, K), np.nan)
-        tw = np.zeros(C)
-        qm, qa, qw = [], [], []
-        for g in groups:
-            nodes, ans, w = noisy[g]
-            where[:] = -1
-            where[nodes] = np.arange(nodes.size)
-            pos = where[children]
-            has = pos >= 0
-            if g == det:
-                targets[has] = ans[pos[has]]
-                tw[has] = w[pos[has]]
-                continue
-            a = np.full((C, mats[g].shape[0]), np.nan)
-            a[has] = ans[pos[has]]
-            ww = np.zeros(C)
-            ww[has] = w[pos[has]]
-            qm.append(mats[g])
-            qa.append(a)
-            qw.append(ww)
-        return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map)
-
-    def _root(self, hist: np.ndarray, noisy: dict, det: str | None, groups: list[str], mats: dict,
-              invariant: bool) -> np.ndarray:
-        K = hist.shape[1]
-        if not invariant:
-            # no public total: the root's cells sum to nothing fixed; pose it under a free parent
-            # cell that is the sum of all cells (no target), which is the same problem
-            raise MechanismParameterError("the Census-style TopDown needs the root total invariant (bounded "
-                                          "neighbours); unbounded releases are not supported")
-        # the root's K cells all sum to the one public total: every cell's parent is that total
-        chunk = self._chunk(np.array([[hist[0].sum()]]), np.array([0]), np.array([0]), noisy, det, groups, mats,
-                            None, hist.shape[0], cell_map=np.zeros(K, np.int64))
-        return self.level_solver.solve(chunk, np.array([0]), self._stats[-1])[0]
-
-    def _level(self, spine: Spine, lev: int, est: np.ndarray, hist: np.ndarray, noisy: dict, det: str | None,
-               groups: list[str], mats: dict, invariant: bool) -> None:
-        ptr, child = spine.children_csr()
-        lp = spine.level_ptr
-        parents = np.arange(lp[lev - 1], lp[lev])
-        nch = np.diff(ptr)[parents]
-        single = parents[nch == 1]
-        est[child[ptr[single]]] = est[single]
-        multi = parents[nch > 1]
-        multi = multi[est[multi].sum(1) > 0]  # children of an all-zero parent stay 0 (est starts at 0)
-        if multi.size == 0:
-            return
-        counts = np.diff(ptr)[multi]
-        # batches of whole parents with at most batch_children children (a wider parent alone)
-        cum = np.cumsum(counts)
-        bounds = [0]
-        while bounds[-1] < multi.size:
-            base = cum[bounds[-1] - 1] if bounds[-1] else 0
-            nxt = int(np.searchsorted(cum, base + self.batch_children, side="right"))
-            bounds.append(max(nxt, bounds[-1] + 1))
-        for s, e in zip(bounds[:-1], bounds[1:]):
-            ps, cnt = multi[s:e], counts[s:e]
-            first = np.concatenate([[0], np.cumsum(cnt)[:-1]])
-            kids = child[np.repeat(ptr[ps] - first, cnt) + np.arange(cnt.sum())]
-            if not spine.measured[kids].all():
-                u = kids[~spine.measured[kids]][0]
-                raise SpineError(f"geounit {spine.names[u]!r} is unmeasured but has siblings")
-            local = np.repeat(np.arange(ps.size), cnt)
-            totals = hist[kids].sum(1) if invariant else None
-            chunk = self._chunk(est[ps], local, kids, noisy, det, groups, mats, totals, spine.n)
-            est[kids] = self.level_solver.solve(chunk, ps, self._stats[-1])
-
-    def _aborted(self, ctx: Any, spine: Spine, lev: int, failed: ParentSolveFailed) -> ReleaseAborted:
-        shown = [str(spine.names[p]) for p in failed.parents[:5]]
-        more = f" and {len(failed.parents) - 5} more" if len(failed.parents) > 5 else ""
-        return ctx.aborted(failed.cause, where=f"at geolevel {lev} ({spine.level_names[lev]}), {failed.stage} stage, "
-                           f"parent {', '.join(shown)}{more}", level=lev, level_name=spine.level_names[lev],
-                           parents=np.asarray(spine.names[failed.parents], dtype=object))

@@ -336,7 +336,8 @@ class TopDownMechanism(LevelwiseMechanism):
                                           progress=progress, checkpoint=checkpoint, resume=resume)
         return self._make_release(tree, ctx, state, False, prep)
 
-    def _level_job(self, L: int, state: LevelState, source: Any, plan: Any, prep: _Prep) -> _LevelJob:
+    def _level_job(self, L: int, state: LevelState, source: Any, plan: Any, prep: _Prep, rows: np.ndarray,
+                   cuts: np.ndarray | None) -> _LevelJob:
         return _LevelJob(L - 1, prep.params[L], prep.sens[L], source, plan)
 
     def _level_plan(self, state: LevelState, L: int) -> Any:

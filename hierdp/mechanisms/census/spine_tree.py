@@ -1,0 +1,116 @@
+"""Histograms over a spine as a level-wise tree of histogram nodes (what the engines run on).
+
+The Census-style TopDown walks the spine's geolevels top down; every geounit holds a histogram of
+K cells. :class:`SpineTree` gives the level-wise engine (:mod:`hierdp.mechanisms.levelwise`) that
+view, with one level above the spine: level 0 is a virtual node holding the one public number (the
+total, under bounded neighbours), level ``l + 1`` is geolevel ``l``. So the root geounit is solved
+like any other chunk: one child whose K cells sum to its parent's single cell. Keys are geounit
+indices of the spine (the virtual node's key is 0 at level 0).
+
+The tree is sent once per run to process and Dask workers: it holds the spine's arrays and the
+true ``(n_geounits, K)`` histograms (int64; nothing else). Its fingerprint (what a checkpoint
+compares on resume) covers the spine (names, parents, levels, budget proportions) and the counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from hierdp._segments import gather_ranges
+
+__all__ = ["SpineTree"]
+
+#: the name of the virtual level above the spine (the public total)
+TOTAL_LEVEL = "(total)"
+
+
+class _SpineNamer:
+    """Geounit names per level (public structure only)."""
+
+    def __init__(self, names: np.ndarray) -> None:
+        self._names = names
+
+    def key_names(self, level: int, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.int64)
+        if level == 0:
+            return np.array([TOTAL_LEVEL] * keys.size, dtype=object)
+        return np.asarray(self._names, dtype=object)[keys].astype(str)
+
+    def key_columns(self, level: int, keys: np.ndarray) -> dict[str, np.ndarray]:
+        return {"geounit": self.key_names(level, keys)}
+
+
+class SpineTree:
+    """The level-wise view of a :class:`~hierdp.mechanisms.census.SpineHistograms` (see the module
+    docstring).
+
+    Attributes:
+        n_levels: the spine's geolevels plus the virtual total level.
+        level_names: ``["(total)", *spine.level_names]``.
+        n_cells: K.
+        hist: the true ``(n_geounits, K)`` histograms (sums of their blocks).
+    """
+
+    def __init__(self, data: Any) -> None:
+        spine = data.spine
+        self.spine = spine
+        self.n_cells = int(data.n_cells)
+        self.hist = data.geounit_histograms()
+        self._ptr, self._child = spine.children_csr()
+        self.n_levels = int(spine.n_levels) + 1
+        self.level_names = [TOTAL_LEVEL, *[str(x) for x in spine.level_names]]
+        self.root_key = 0
+        self.root_count = int(self.hist[0].sum())
+        self.namer = _SpineNamer(np.asarray(spine.names, dtype=object))
+        self.domain_source = data.domain_source
+        self.domain_assumption = data.domain_assumption
+        self._fingerprint: str | None = None
+
+    def expand(self, level: int, parent_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Children of ``parent_keys`` (level ``level``): ``(child_keys, offsets, true (C, K))``."""
+        pk = np.asarray(parent_keys, dtype=np.int64)
+        if level == 0:  # the virtual total: its one child is the spine's root
+            kids = np.zeros(pk.size, np.int64)
+            offsets = np.arange(pk.size + 1, dtype=np.int64)
+        else:
+            starts = self._ptr[pk]
+            kids_pos, offsets = gather_ranges(starts, self._ptr[pk + 1] - starts)
+            kids = self._child[kids_pos]
+        return kids, offsets, self.hist[kids]
+
+    def child_counts(self, level: int, parent_keys: np.ndarray) -> np.ndarray:
+        """Children per parent, without expanding (sizes the engines' partitions)."""
+        pk = np.asarray(parent_keys, dtype=np.int64)
+        if level == 0:
+            return np.ones(pk.size, np.int64)
+        return (self._ptr[pk + 1] - self._ptr[pk]).astype(np.int64)
+
+    def measured(self, keys: np.ndarray) -> np.ndarray:
+        """Whether each geounit gets a measurement (γ > 0)."""
+        return np.asarray(self.spine.measured)[np.asarray(keys, dtype=np.int64)]
+
+    def gamma_num(self, keys: np.ndarray) -> np.ndarray:
+        """The numerators of the geounits' budget proportions γ (over ``spine.gamma_den``)."""
+        return np.asarray(self.spine.gamma_num)[np.asarray(keys, dtype=np.int64)]
+
+    def key_names(self, level: int, keys: np.ndarray) -> np.ndarray:
+        return self.namer.key_names(level, keys)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the spine and the counts (see the module docstring)."""
+        if self._fingerprint is None:
+            import pandas as pd
+
+            s = self.spine
+            h = hashlib.sha256()
+            for part in ("hierdp.SpineTree/1", *s.level_names, str(s.gamma_den), str(self.domain_source),
+                         str(self.domain_assumption or "")):
+                h.update(str(part).encode("utf-8") + b"\0")
+            for arr in (s.parent, s.level, s.gamma_num, self.hist.shape, self.hist):
+                h.update(np.ascontiguousarray(np.asarray(arr), dtype=np.int64).tobytes())
+            h.update(pd.util.hash_array(np.asarray(s.names, dtype=object).astype(str).astype(object)).tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
