@@ -90,7 +90,8 @@ def test_an_interrupted_census_run_resumes_on_another_engine_to_the_same_release
     original = CensusTopDown._run_census_chunk
 
     def dying(self, tree, plan, job, *a, **kw):
-        if job.L == k + 1:  # while computing engine level k + 2 (geolevel k + 1)
+        parents_level = job.L
+        if parents_level == k + 1:  # while computing engine level k + 2 (geolevel k + 1)
             raise _Interrupt
         return original(self, tree, plan, job, *a, **kw)
 
