@@ -138,3 +138,21 @@ def test_a_sigkilled_census_run_resumes_on_a_process_pool_to_the_same_release(tm
                                                                                                resume=tmp_path / "ck")
     _same(full, resumed)
     _independent_checks(resumed, DATA)
+
+
+def test_post_processing_of_measurements_runs_on_every_engine_with_checkpoints(tmp_path, process_pool, dask_client):
+    """CensusPostProcess (measurements made elsewhere) on the same engines: equal releases, and a
+    completed checkpoint resumes to the same release."""
+    from hierdp.mechanisms.census import CensusPostProcess
+
+    meas = CensusTopDown(rho=1.0, strategy=STRATEGY).measure(DATA, seed=1)
+    total = int(DATA.counts.sum())
+    serial = CensusPostProcess(batch_children=16).release(meas, total=total)
+    assert np.array_equal(serial.values, CensusTopDown(rho=1.0, strategy=STRATEGY, batch_children=16)
+                          .release(DATA, seed=1).values)
+    pool = CensusPostProcess(batch_children=16, engine=ProcessEngine(process_pool, partition_children=30))
+    assert np.array_equal(pool.release(meas, total=total, checkpoint=tmp_path / "a").values, serial.values)
+    dask = CensusPostProcess(batch_children=16, engine=DaskEngine(dask_client, partition_children=30))
+    assert np.array_equal(dask.release(meas, total=total, checkpoint=tmp_path / "b").values, serial.values)
+    again = CensusPostProcess(batch_children=16).release(meas, total=total, resume=tmp_path / "b")
+    assert np.array_equal(again.values, serial.values)

@@ -148,6 +148,7 @@ class _Plan(NamedTuple):
     n_answers: int                 #: A
     gnums: np.ndarray              #: the distinct γ numerators of measured geounits (sorted)
     param: np.ndarray              #: (len(gnums), len(groups)) noise parameters
+    variance: np.ndarray           #: (len(gnums), len(groups)) variances of one draw
     weight: np.ndarray             #: (len(gnums), len(groups)) WLS weights (1 / variance)
     parts: list[Fraction]          #: per geolevel, the increase of the largest path share
     sens: int                      #: the sensitivity of every group's answers
@@ -320,6 +321,52 @@ class CensusTopDown(LevelwiseMechanism):
                                           progress=progress, checkpoint=checkpoint, resume=resume)
         return self._make_release(tree, ctx, state, False, plan)
 
+    def measure(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
+                accountant: Accountant | None = None, batch_geounits: int = 4096) -> Any:
+        """Only the measurement: every measured geounit's noisy answers to every query group, with
+        the ledger of :meth:`release` (the same spends, recorded before each geolevel's noise), as
+        :class:`~hierdp.mechanisms.census.measurements.NoisyMeasurements` (``.accounting`` set;
+        ``.write_parquet(path)`` writes the measurements file).
+
+        A seeded measurement draws exactly the noise :meth:`release` with the same seed draws, so
+        post-processing the measurements (:class:`~hierdp.mechanisms.census.CensusPostProcess`)
+        gives that release. The answers are the noisy outputs of the mechanism: publishing them is
+        covered by the guarantee, like the Census Bureau's noisy measurement files.
+
+        Raises:
+            as :meth:`release` (before any noise).
+        """
+        from hierdp.mechanisms.census.measurements import NoisyMeasurements
+
+        spine, counts = getattr(data, "spine", None), getattr(data, "counts", None)
+        if not isinstance(spine, Spine) or counts is None:
+            raise MechanismParameterError("CensusTopDown measures a SpineHistograms (a spine with block histograms)")
+        spine.check_path_sums()
+        if not self.unit.bounded:
+            raise MechanismParameterError("the Census-style TopDown needs the root total invariant (bounded "
+                                          "neighbours); unbounded releases are not supported")
+        strategy = self._strategy(int(counts.shape[1]))
+        plan = self._plan(spine, strategy)
+        tree = SpineTree(data)
+        ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
+        source = self._noise_source(ctx, None, given=True, seed=seed)
+        answers = np.full((spine.n, plan.n_answers), np.nan)
+        variances = np.full((spine.n, len(plan.groups)), np.nan)
+        state = LevelState(list(tree.level_names))
+        ptr = spine.level_ptr
+        for lev in range(spine.n_levels):
+            self._spend_level(ctx, lev + 1, state, plan)
+            idx = np.arange(ptr[lev], ptr[lev + 1])
+            idx = idx[spine.measured[idx]]
+            for s in range(0, idx.size, max(1, int(batch_geounits))):
+                u = idx[s:s + batch_geounits]
+                answers[u], _ = self._noisy_answers(tree, plan, source, lev, u, tree.hist[u])
+                variances[u] = plan.variance[np.searchsorted(plan.gnums, spine.gamma_num[u])]
+        acc = ctx.accounting(details={"noise": self.noise.name, "measured_geounits": int(spine.measured.sum()),
+                                      "strategy": {g: str(strategy.shares[g]) for g in plan.groups}},
+                             notes=("the noisy measurements only (not post-processed)",))
+        return NoisyMeasurements(spine, strategy, answers, variances, accounting=acc, params=ctx.params())
+
     def _strategy(self, K: int) -> QueryStrategy:
         strategy = self.strategy or QueryStrategy((K,), {"total": (), "detailed": (0,)},
                                                   {"total": Fraction(1, 2), "detailed": Fraction(1, 2)})
@@ -344,11 +391,13 @@ class CensusTopDown(LevelwiseMechanism):
             for j, g in enumerate(groups):
                 amount = total * Fraction(int(gnum), spine.gamma_den) * strategy.shares[g]
                 param[i, j] = self.noise.calibrate(amount, sens, culprit=self._culprit)
-        weight = np.vectorize(lambda x: 1.0 / _variance(self.noise, float(x)), otypes=[float])(param) \
+        variance = np.vectorize(lambda x: _variance(self.noise, float(x)), otypes=[float])(param) \
             if param.size else param.copy()
+        weight = 1.0 / variance
         ptr = spine.level_ptr
         meas = [np.flatnonzero(spine.measured[ptr[lev]:ptr[lev + 1]]) + ptr[lev] for lev in range(spine.n_levels)]
-        return _Plan(groups, strategy.detailed, mats, first, a, gnums, param, weight, self._level_parts(spine), sens,
+        return _Plan(groups, strategy.detailed, mats, first, a, gnums, param, variance, weight, self._level_parts(spine),
+                     sens,
                      frozenset(inv_levels), [int(m.size) for m in meas],
                      [np.unique(spine.gamma_num[m]) for m in meas])
 
@@ -451,39 +500,54 @@ class CensusTopDown(LevelwiseMechanism):
 
     def _chunk_of(self, tree: SpineTree, plan: _Plan, job: _Job, lev: int, kids: np.ndarray, true: np.ndarray,
                   parent_values: np.ndarray, child_parent: np.ndarray, below_total: bool) -> LevelChunk:
-        """The children's measurements (noise drawn now, counter-based in seeded mode) as a
-        :class:`LevelChunk` of their parents."""
-        C, K = true.shape
-        measured = tree.measured(kids)
+        """The children's measurements (:meth:`_noisy_answers`) as a :class:`LevelChunk` of their
+        parents."""
+        C, K = len(kids), int(parent_values.shape[1]) if not below_total else int(tree.n_cells)
+        answers, weights = self._noisy_answers(tree, plan, job.source, lev, kids, true)
+        measured = ~np.isnan(answers).all(axis=1) if answers.shape[1] else np.zeros(C, bool)
         if not below_total and not measured.all():
             u = kids[~measured][0]
             raise SpineError(f"geounit {tree.spine.names[u]!r} is unmeasured but has siblings")
-        gi = np.searchsorted(plan.gnums, tree.gamma_num(kids))  # row of each measured child in the tables
-        m = np.flatnonzero(measured)
         targets = np.full((C, K), np.nan)
         tw = np.zeros(C)
         qm, qa, qw = [], [], []
         for j, g in enumerate(plan.groups):
-            Q = plan.mats[g]
-            R = Q.shape[0]
-            ans = np.full((C, R), np.nan)
-            w = np.zeros(C)
-            if m.size:
-                exact_answers = true[m] @ Q.T.astype(np.int64)
-                keys = (kids[m, None] * plan.n_answers + plan.first[g] + np.arange(R)[None, :]).ravel()
-                params = np.repeat(plan.param[gi[m], j], R)
-                noise = self.noise.draw(params, keys.size, level_randomness(job.source, lev + 1, keys))
-                ans[m] = (exact_answers + np.asarray(noise).reshape(m.size, R)).astype(float)
-                w[m] = plan.weight[gi[m], j]
+            R = plan.mats[g].shape[0]
+            ans = answers[:, plan.first[g]:plan.first[g] + R]
             if g == plan.det:
-                targets, tw = ans, w
+                targets, tw = ans, weights[:, j]
             else:
-                qm.append(Q)
+                qm.append(plan.mats[g])
                 qa.append(ans)
-                qw.append(w)
-        totals = true.sum(axis=1) if lev in plan.invariant and not below_total else None
+                qw.append(weights[:, j])
+        totals = tree.totals(kids) if lev in plan.invariant and not below_total else None
         cell_map = np.zeros(K, np.int64) if below_total else None
         return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map)
+
+    def _noisy_answers(self, tree: SpineTree, plan: _Plan, source: Any, lev: int, kids: np.ndarray,
+                       true: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The geounits' noisy answers to every query group, drawn now: ``(C, A)`` (NaN rows for
+        unmeasured geounits; answer ``a`` of geounit ``u`` of geolevel ``lev`` draws from the
+        counter stream of key ``u · A + a`` at engine level ``lev + 1`` in seeded mode) and the WLS
+        weights ``(C, n_groups)`` (0 where unmeasured)."""
+        C = len(kids)
+        measured = tree.measured(kids)
+        m = np.flatnonzero(measured)
+        answers = np.full((C, plan.n_answers), np.nan)
+        weights = np.zeros((C, len(plan.groups)))
+        if not m.size:
+            return answers, weights
+        gi = np.searchsorted(plan.gnums, tree.gamma_num(kids[m]))  # row of each measured geounit in the tables
+        for j, g in enumerate(plan.groups):
+            Q = plan.mats[g]
+            R = Q.shape[0]
+            exact_answers = true[m] @ Q.T.astype(np.int64)
+            keys = (kids[m, None] * plan.n_answers + plan.first[g] + np.arange(R)[None, :]).ravel()
+            params = np.repeat(plan.param[gi, j], R)
+            noise = self.noise.draw(params, keys.size, level_randomness(source, lev + 1, keys))
+            answers[m, plan.first[g]:plan.first[g] + R] = (exact_answers + np.asarray(noise).reshape(m.size, R))
+            weights[m, j] = plan.weight[gi, j]
+        return answers, weights
 
     # ------------------------------------------------------------------ the release
     def _make_release(self, tree: SpineTree, ctx: RunContext, state: LevelState, partial: bool,

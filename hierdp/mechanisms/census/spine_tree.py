@@ -88,6 +88,10 @@ class SpineTree:
             return np.ones(pk.size, np.int64)
         return (self._ptr[pk + 1] - self._ptr[pk]).astype(np.int64)
 
+    def totals(self, keys: np.ndarray) -> np.ndarray:
+        """The geounits' true totals (published exactly at invariant geolevels)."""
+        return self.hist[np.asarray(keys, dtype=np.int64)].sum(axis=1)
+
     def measured(self, keys: np.ndarray) -> np.ndarray:
         """Whether each geounit gets a measurement (γ > 0)."""
         return np.asarray(self.spine.measured)[np.asarray(keys, dtype=np.int64)]
