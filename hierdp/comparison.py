@@ -24,6 +24,14 @@ points        range workloads (random rectangles;  mean relative error (%, smoot
               grid), 1,000 queries each
 ============  ===================================  =====================================================
 
+With ``intervals=0.9`` every successful release also gets its per-node intervals
+(``release.intervals(0.9)``, :mod:`hierdp.intervals`: post-processing, no budget) and the frame
+gains, per level, how many nodes they were scored on, the percentage whose interval holds the true
+value and their mean width (:func:`hierdp.metrics.interval_coverage_by_level`), plus the method
+and its kind (bound / exact / estimate); the figure draws them as error bands. Trees and group
+sizes have intervals; point releases answer range queries, whose intervals hierdp does not
+compute, so ``intervals=`` is refused there.
+
 Runs are *experiments*: seeded numpy randomness, reproducible, not for publication. Every
 configuration sees the same seeds, so differences between configurations at one seed come
 from the post-processing (for mechanisms with the same noise) and not from luck alone.
@@ -45,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["COMMON_COLUMNS", "METRICS", "Configuration", "compare", "configurations", "input_kind", "point_workloads",
+__all__ = ["COMMON_COLUMNS", "INTERVAL_COLUMNS", "METRICS", "Configuration", "compare", "configurations", "input_kind", "point_workloads",
            "summary"]
 
 #: columns every comparison frame has, in order (the input's metric columns follow)
@@ -59,6 +67,11 @@ METRICS: dict[str, list[str]] = {
     "group_sizes": ["regions", "cells", "l1_total", "l1_per_cell", "l1_relative", "max_abs_error", "cv", "negative"],
     "points": ["queries", "mre_pct", "p95_relative_error_pct", "mean_abs_error", "leaves"],
 }
+
+#: the columns ``intervals=`` adds after the metrics
+INTERVAL_COLUMNS = ["interval_level", "interval_method", "interval_nodes", "interval_coverage_pct",
+                    "interval_mean_width"]
+
 
 @dataclass(frozen=True)
 class Configuration:
@@ -203,6 +216,32 @@ _REPORTS: dict[str, Callable[[Any, Any, Any], pd.DataFrame]] = {
     "tree": _tree_report, "group_sizes": _group_size_report, "points": _point_report}
 
 
+def _interval_report(release: Any, data: Any, mech: Any, level: float, draws: int | None, seed: int,
+                     kind: str) -> pd.DataFrame:
+    """Per level: the intervals' method, scored nodes, coverage of the truth and mean width."""
+    from hierdp.metrics.intervals import interval_coverage_by_level
+
+    public = {"domain": data} if kind == "tree" else {"mechanism": mech}
+    frame = release.intervals(level, draws=draws, seed=seed, **public)
+    info = frame.attrs.get("intervals", {})
+    out = interval_coverage_by_level(frame, release, data)
+    out.insert(0, "interval_method", f"{info.get('method', '?')} ({info.get('kind', '?')})")
+    out.insert(0, "interval_level", float(level))
+    return out
+
+
+def _interval_scores(release: Any, data: Any, mech: Any, level: float, draws: int | None, seed: int,
+                     kind: str) -> pd.DataFrame:
+    """:func:`_interval_report`, or one row of NaN scores naming why a release has no intervals."""
+    from hierdp.intervals.errors import IntervalsUnsupported
+
+    try:
+        return _interval_report(release, data, mech, level, draws, seed, kind)
+    except IntervalsUnsupported as exc:
+        return pd.DataFrame({"level": range(len(getattr(release, "level_names", [])) or 1),
+                             "interval_level": float(level), "interval_method": f"none: {exc}"})
+
+
 def compare(
     data: Any = None,
     mechanisms: Sequence[str] | str | None = None,
@@ -215,6 +254,8 @@ def compare(
     time_limit: float | None = 30.0,
     progress: bool = False,
     queries: int = 1000,
+    intervals: float | None = None,
+    interval_draws: int | None = None,
     **params: Any,
 ) -> pd.DataFrame:
     """Run several mechanisms and/or solvers on one input and budget over several seeds.
@@ -234,6 +275,9 @@ def compare(
         time_limit: seconds per solve for the mechanisms with a solver step (``None``: no limit).
         progress: a progress bar over the runs.
         queries: queries per range workload (point inputs).
+        intervals: a nominal level (e.g. 0.9) to score every release's per-node intervals against
+            the truth (:data:`INTERVAL_COLUMNS`; trees and group sizes); ``None``: none.
+        interval_draws: bootstrap draws per release (default: the method's own default).
         **params: further mechanism parameters for every configuration (``bounded=False``,
             ``contributions=2``, ...).
 
@@ -257,6 +301,12 @@ def compare(
     kind = input_kind(data)
     if kind not in _REPORTS:
         raise ValueError(f"compare covers trees, group sizes and points; this input is {registry.INPUT_KINDS[kind]}")
+    if intervals is not None:
+        if kind == "points":
+            raise ValueError("intervals= scores per-node intervals of trees and group sizes; point releases answer "
+                             "range queries, which have none")
+        if isinstance(intervals, bool) or not isinstance(intervals, (int, float)) or not 0.0 < intervals < 1.0:
+            raise ValueError(f"intervals must be a level in (0, 1), e.g. 0.9, got {intervals!r}")
     check_public_domain(data, what="compare")  # refuse before any run, as every mechanism would
     names = _default_mechanisms(kind) if mechanisms is None else (
         [mechanisms] if isinstance(mechanisms, str) else list(mechanisms))
@@ -304,7 +354,11 @@ def compare(
                 rho_of = rel.accounting.guarantee("zcdp")
                 # the solver asked for (TDA_l2 reports its rounding plug-in whatever its continuous step)
                 solver = conf.solver or getattr(rel, "solver", None) or "-"
-                for rec in report(rel, data, workloads).to_dict("records"):
+                levels = report(rel, data, workloads)
+                if intervals is not None:
+                    levels = levels.merge(_interval_scores(rel, data, mech, intervals, interval_draws, seed, kind),
+                                          on="level", how="left")
+                for rec in levels.to_dict("records"):
                     rows.append({**base, **rec, "solver": solver, "seed": seed, "run_seconds": run_s, "status": "ok",
                                  "message": "", "guarantee": rel.guarantee,
                                  "rho": rho_of.parameters["rho"] if rho_of is not None else base["rho"]})
@@ -313,11 +367,12 @@ def compare(
     finally:
         if bar is not None:
             bar.close()
-    columns = COMMON_COLUMNS + METRICS[kind]
+    columns = COMMON_COLUMNS + METRICS[kind] + (INTERVAL_COLUMNS if intervals is not None else [])
     frame = pd.DataFrame(rows)
     for c in columns:
         if c not in frame.columns:
-            frame[c] = "" if c in ("status", "message", "guarantee", "level_name", "input") else np.nan
+            frame[c] = "" if c in ("status", "message", "guarantee", "level_name", "input", "interval_method") \
+                else np.nan
     frame = frame[columns]
     frame["level"] = frame["level"].astype("Int64")
     frame["seed"] = frame["seed"].astype("Int64")

@@ -14,6 +14,11 @@ the mean over seeds.
   their children) per level;
 * points: mean relative error and its 95th percentile per range workload; mean absolute error.
 
+A frame made with ``intervals=0.9`` (:func:`hierdp.compare`) also gets **error bands**: in the
+mean |error| panel, each configuration's intervals as a band from 0 to their mean half-width
+(median over seeds, dotted edge), beside its measured mean error, and its measured coverage of the
+truth (all levels, mean over seeds) in the legend.
+
 ``save_compare_figure(frame, "compare.png")`` writes it.
 
 ``hierdp.plot.interval_figure(frame)`` draws the error bands of a frame from
@@ -69,6 +74,14 @@ def _num(x: float) -> str:
     return s.replace("e-0", "e-").replace("e+0", "e+")
 
 
+def _has_intervals(sub: pd.DataFrame) -> bool:
+    return "interval_mean_width" in sub.columns and bool(sub["interval_mean_width"].notna().any())
+
+
+def _pct(level: float) -> str:
+    return f"{100 * float(level):g} %"
+
+
 def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label: str | None = None) -> Any:
     """The comparison figure of a :func:`hierdp.compare` frame (see the module docstring).
 
@@ -122,6 +135,14 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
                                 marker=markers[k % len(markers)], ms=5, lw=1.6, label=_label(*conf))
                 if ax is axes[0, 0]:
                     handles.append(line)
+            if ax is axes[0, 1] and _has_intervals(sub):
+                half = (sub.groupby("level")["interval_mean_width"].median() / 2.0).dropna()
+                x = np.asarray(half.index, dtype=float) + dodge[conf]
+                interval_bands(ax, x, np.zeros(x.size), half.to_numpy(float), color=colors[conf], alpha=0.12)
+                ax.plot(x, half.to_numpy(float), color=colors[conf], ls=":", lw=1.2)
+                cover = float((sub["interval_coverage_pct"] * sub["interval_nodes"]).sum() / sub["interval_nodes"].sum())
+                handles[k].set_label(f"{_label(*conf)}; {_pct(sub['interval_level'].iloc[0])} intervals cover "
+                                      f"{cover:.1f} %")
         ax.set_xticks(levels)
         ax.set_xticklabels([str(names.get(lv, lv)) for lv in levels], rotation=20 if len(levels) > 6 else 0,
                            ha="right" if len(levels) > 6 else "center")
@@ -132,6 +153,9 @@ def compare_figure(frame: pd.DataFrame, *, title: str | None = None, data_label:
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.set_ylim(bottom=0)
         ax.set_xlabel("workload" if kind == "points" else "level")
+    if _has_intervals(ok):
+        axes[0, 1].set_title(f"{PANELS[kind][0][1][1]}; bands: mean half-width of the "
+                             f"{_pct(ok['interval_level'].dropna().iloc[0])} intervals", fontsize=11)
     axes[0, 0].set_ylabel(ylabel_error)
     axes[1, 0].set_ylabel(ylabel_rate)
     if kind == "tree":

@@ -18,7 +18,11 @@ Layout (chosen by ``--unit``)::
   ``pgsr_chain_dp``, ``pgsr_topdown``); ``--epsilon`` only (pure ε-DP; ``--rho``, ``--unbounded``,
   ``--contributions`` other than 1 and ``--distinct-pairs`` are refused: the neighbour relation is
   one person added to or removed from an existing group); ``--region-totals-public`` adds the
-  public per-region group totals (general solvers only).
+  public per-region group totals (general solvers only);
+* ``--constraints FILE``: public constraints over regions and sizes (docs/constraints.md), read
+  before the input, bound and checked for feasibility before any noise; ``--constraints-failsafe``
+  applies to ``pgsr_topdown`` only (the other mechanisms' feasible sets are decided in full before
+  any noise).
 
 The output has one row per (region, size): ``level, level_name, node, parent, size, value``.
 Everything that can be refused is refused before the input is read and before any noise.
@@ -137,10 +141,34 @@ def _mechanism(args: argparse.Namespace, name: str) -> Any:
         params["time_limit"] = args.time_limit
     if args.region_totals_public:
         params["region_totals_public"] = True
+    params.update(_constraint_params(args, name))
     try:
         return registry.create(name, **params)
     except (PrivacyError, MechanismParameterError) as exc:
         raise CliError(f"--mechanism {name}: {exc}") from None
+
+
+def _constraint_params(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    """``constraints=`` from ``--constraints FILE``, read now (a bad line is refused before any input)."""
+    from hierdp.constraints import ConstraintError, Constraints
+
+    failsafe = bool(getattr(args, "constraints_failsafe", False))
+    path = getattr(args, "constraints", None)
+    if path is None:
+        if failsafe:
+            raise CliError("--constraints-failsafe needs --constraints FILE")
+        return {}
+    if failsafe and name != "pgsr_topdown":
+        raise CliError(f"--constraints-failsafe applies to pgsr_topdown (level by level); --mechanism {name} decides "
+                       "its constraints in full before any noise, so there is nothing to relax")
+    try:
+        constraints = Constraints.read(path)
+    except ConstraintError as exc:
+        raise CliError(f"--constraints {path}: {exc}") from None
+    out: dict[str, Any] = {"constraints": constraints}
+    if failsafe:
+        out["on_infeasible"] = "relax"
+    return out
 
 
 def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:

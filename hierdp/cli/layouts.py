@@ -81,15 +81,13 @@ _LAYOUT_FLAGS: tuple[tuple[str, str, frozenset[str]], ...] = tuple(
         ("--box", "box", ("points",)),
         ("--grid", "grid", ("points",)),
         ("--param", "param", ("points",)),
-        ("--constraints", "constraints", ("tree",)),
-        ("--constraints-failsafe", "constraints_failsafe", ("tree",)),
+        ("--constraints", "constraints", ("tree", "groups")),
+        ("--constraints-failsafe", "constraints_failsafe", ("tree", "groups")),
         ("--engine", "engine", ("tree",)),
         ("--scheduler", "scheduler", ("tree",)),
         ("--workers", "workers", ("tree",)),
         ("--checkpoint", "checkpoint", ("tree",)),
         ("--resume", "resume", ("tree",)),
-        ("--constraints", "constraints", ("tree",)),
-        ("--constraints-failsafe", "constraints_failsafe", ("tree",)),
     ))
 
 

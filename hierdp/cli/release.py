@@ -50,8 +50,8 @@ def add_release_parser(subparsers: Any) -> None:
                            "consistency step); a time-out stops the release (exit 3)")
     mech.add_argument("--constraints", metavar="FILE", default=None,
                       help="public constraints over node names (JSON Lines, docs/constraints.md), honoured by the "
-                           "post-processing of every level (tree layouts; the TopDown mechanisms); checked before "
-                           "any noise")
+                           "post-processing (tree layouts: the TopDown mechanisms, every level; --unit: regions and "
+                           "sizes, the exact group-size mechanisms); checked before any noise")
     mech.add_argument("--constraints-failsafe", action="store_true",
                       help="with --constraints: where a level's rows cannot hold after its noise, release the minimal "
                            "L1 relaxation of its rows (stated row by row in the accounting) instead of stopping")

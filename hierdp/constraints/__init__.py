@@ -8,20 +8,28 @@
   any noise (:mod:`.public_model`, :mod:`.feasibility`), giving a :class:`ResolvedConstraints`.
 * :class:`LevelConstraints` / :class:`LevelRows` (:mod:`.levels`): the seam to level-wise engines:
   per level, the coupling of parents and, per chunk, a CSR block over its children.
+* :func:`bind_cells` / :class:`CellConstraints` (:mod:`.cells`): a set over the (node, cell)
+  variables of histograms (group sizes, the Census TopDown).
+* :func:`accounting_parts` (:mod:`.report`): how every release states its constraints.
 
 See docs/constraints.md.
 """
 
+from hierdp.constraints.cells import CellConstraints, CellRows, CellSpace, bind_cells
 from hierdp.constraints.entries import ByLevels, CellRule, Invariant, LinearRow, NodeBounds, StructuralZero
 from hierdp.constraints.errors import ConstraintError, ConstraintsInfeasible
 from hierdp.constraints.fileio import read_constraints, write_constraints
 from hierdp.constraints.levels import LevelConstraints, LevelRows
+from hierdp.constraints.report import accounting_parts
 from hierdp.constraints.resolved import ResolvedConstraints
-from hierdp.constraints.spec import Constraints
+from hierdp.constraints.spec import Constraints, as_constraints
 
 __all__ = [
     "ByLevels",
+    "CellConstraints",
+    "CellRows",
     "CellRule",
+    "CellSpace",
     "ConstraintError",
     "Constraints",
     "ConstraintsInfeasible",
@@ -32,6 +40,9 @@ __all__ = [
     "NodeBounds",
     "ResolvedConstraints",
     "StructuralZero",
+    "accounting_parts",
+    "as_constraints",
+    "bind_cells",
     "read_constraints",
     "write_constraints",
 ]

@@ -63,9 +63,11 @@ class BoundRows:
 
     def deepest(self) -> np.ndarray:
         """Per row, the deepest level among its terms (the level at which TopDown applies it)."""
-        if self.n_rows == 0:
-            return np.zeros(0, np.int64)
-        return np.maximum.reduceat(self.level, self.ptr[:-1]) if self.level.size else np.zeros(self.n_rows, np.int64)
+        out = np.zeros(self.n_rows, np.int64)
+        has = np.diff(self.ptr) > 0  # a row without terms (they cancelled) reads 0: level 0
+        if has.any():
+            out[has] = np.maximum.reduceat(self.level, self.ptr[:-1][has])
+        return out
 
     def take(self, rows: np.ndarray) -> BoundRows:
         """The given rows (in that order)."""

@@ -88,6 +88,9 @@ def carry_rows(rows: BoundRows, tree: Any, level_names: list[str], base_names: n
         names = np.array([f"{base_names[o]} (carried to {level_names[D - 1]})" for o in sub.origin[ok]],
                          dtype=object)
         carried = BoundRows(ptr, lvl, key, coef, sub.lo[ok], sub.hi[ok], names, sub.origin[ok], sub.carried[ok] + 1)
+        # a row whose terms cancel once carried reads 0 and says nothing more (were 0 outside its
+        # bounds, the user's row could not hold: the feasibility check refuses that set)
+        carried = carried.take(np.flatnonzero(np.diff(carried.ptr) > 0))
         out.append(carried)
         pool = BoundRows.concat([pool.take(np.flatnonzero(deepest != D)), carried])
     return BoundRows.concat(out)

@@ -61,25 +61,30 @@ CellRef = Hashable
 
 @dataclass(frozen=True)
 class LinearRow:
-    """``lower <= sum(coef * node) <= upper`` (one side may be None: unbounded)."""
+    """``lower <= sum(coef * node) <= upper`` (one side may be None: unbounded).
+
+    On histograms (one histogram of cells per node), ``cells`` makes every term read the sum of
+    those cells of its node (without it, a term is the node's total)."""
 
     name: str
     terms: tuple[tuple[NodeRef, int | float], ...]
     lower: int | float | None = None
     upper: int | float | None = None
     where: str | None = None
+    cells: tuple[CellRef, ...] | None = None
     kind = "linear"
 
 
 @dataclass(frozen=True)
 class NodeBounds:
-    """``lower <= node <= upper``."""
+    """``lower <= node <= upper`` (on histograms, of the sum of ``cells`` of the node, or of its total)."""
 
     name: str
     node: NodeRef
     lower: int | float | None = None
     upper: int | float | None = None
     where: str | None = None
+    cells: tuple[CellRef, ...] | None = None
     kind = "bounds"
 
 

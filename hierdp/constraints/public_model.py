@@ -33,16 +33,20 @@ class PublicModel:
             invariants, single-node rows), one per stated interval, with the index of their entry.
         rows: the multi-node user rows (``origin`` = entry index).
         root_value: the public root count (bounded DP), or None.
+        public_rows: rows the mechanism itself imposes on public values (group sizes' region
+            totals), in every subset; their nodes join the model.
     """
 
     def __init__(self, tree: Any, node_level: np.ndarray, node_key: np.ndarray, node_lo: np.ndarray,
-                 node_hi: np.ndarray, node_item: np.ndarray, rows: BoundRows, root_value: int | None) -> None:
+                 node_hi: np.ndarray, node_item: np.ndarray, rows: BoundRows, root_value: int | None,
+                 public_rows: BoundRows | None = None) -> None:
         self.node_level, self.node_key = node_level, node_key
         self.node_lo, self.node_hi, self.node_item = node_lo, node_hi, node_item
         self.rows = rows
         self.root_value = root_value
-        lv = np.concatenate([node_level, rows.level, [0]]).astype(np.int64)
-        ky = np.concatenate([node_key, rows.key, [int(tree.root_key)]]).astype(np.int64)
+        self.public_rows = public_rows if public_rows is not None else BoundRows.empty()
+        lv = np.concatenate([node_level, rows.level, self.public_rows.level, [0]]).astype(np.int64)
+        ky = np.concatenate([node_key, rows.key, self.public_rows.key, [int(tree.root_key)]]).astype(np.int64)
         per_level: dict[int, np.ndarray] = {}
         for L in np.unique(lv):
             per_level[int(L)] = np.unique(ky[lv == L])
@@ -109,11 +113,11 @@ class PublicModel:
                     nonnegative=True, lower=lower, upper=upper)
         rows = self.rows
         sel_r = np.arange(rows.n_rows) if items is None else np.flatnonzero(np.isin(rows.origin, list(items)))
-        if sel_r.size:
-            from scipy.sparse import csr_matrix
+        for name, sub in (("rows", rows.take(sel_r)), ("public", self.public_rows)):
+            if sub.n_rows:
+                from scipy.sparse import csr_matrix
 
-            sub = rows.take(sel_r)
-            cols = self.index(sub.level, sub.key)
-            mat = csr_matrix((sub.coef.astype(float), cols, sub.ptr), shape=(sel_r.size, n_all))
-            p.add_constraints(mat, sub.lo, sub.hi, name="rows")
+                cols = self.index(sub.level, sub.key)
+                mat = csr_matrix((sub.coef.astype(float), cols, sub.ptr), shape=(sub.n_rows, n_all))
+                p.add_constraints(mat, sub.lo, sub.hi, name=name)
         return p

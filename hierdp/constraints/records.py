@@ -35,8 +35,8 @@ __all__ = ["digest", "entry_from_record", "record_of"]
 
 #: the keys each kind accepts (anything else is refused: a typo such as "uper" must not vanish)
 _KEYS = {
-    "linear": {"kind", "name", "terms", "lower", "upper"},
-    "bounds": {"kind", "name", "node", "lower", "upper"},
+    "linear": {"kind", "name", "terms", "lower", "upper", "cells"},
+    "bounds": {"kind", "name", "node", "lower", "upper", "cells"},
     "zero": {"kind", "name", "node", "cells"},
     "invariant": {"kind", "name", "node", "value", "cells"},
     "cell_rule": {"kind", "name", "terms", "lower", "upper", "levels", "nodes"},
@@ -66,9 +66,13 @@ def record_of(entry: Entry) -> dict[str, Any]:
     if isinstance(entry, LinearRow):
         out["terms"] = _terms_json(entry.terms)
         out.update({k: v for k, v in (("lower", entry.lower), ("upper", entry.upper)) if v is not None})
+        if entry.cells is not None:
+            out["cells"] = [_ref_json(c) for c in entry.cells]
     elif isinstance(entry, NodeBounds):
         out["node"] = _ref_json(entry.node)
         out.update({k: v for k, v in (("lower", entry.lower), ("upper", entry.upper)) if v is not None})
+        if entry.cells is not None:
+            out["cells"] = [_ref_json(c) for c in entry.cells]
     elif isinstance(entry, StructuralZero):
         out["node"] = _ref_json(entry.node)
         if entry.cells is not None:
@@ -111,10 +115,10 @@ def entry_from_record(rec: Any, *, default_name: str, where: str | None = None) 
         raise ConstraintError(f"{label}: missing {missing[0]!r}")
     if kind == "linear":
         lo, hi = sides(rec.get("lower"), rec.get("upper"), label)
-        return LinearRow(name, terms_of(rec["terms"], label), lo, hi, where)
+        return LinearRow(name, terms_of(rec["terms"], label), lo, hi, where, cells_of(rec.get("cells"), label))
     if kind == "bounds":
         lo, hi = sides(rec.get("lower"), rec.get("upper"), label)
-        return NodeBounds(name, node_ref(rec["node"], label), lo, hi, where)
+        return NodeBounds(name, node_ref(rec["node"], label), lo, hi, where, cells_of(rec.get("cells"), label))
     if kind == "zero":
         return StructuralZero(name, node_ref(rec["node"], label), cells_of(rec.get("cells"), label), where)
     if kind == "invariant":

@@ -24,12 +24,13 @@ import numpy as np
 
 from hierdp.constraints.bound import BoundRows, Intervals, merge_duplicate_terms
 from hierdp.constraints.carry import carry_intervals, carry_rows, single_node_intervals
+from hierdp.constraints.cells import bind_cells
 from hierdp.constraints.entries import CellRule, Invariant, LinearRow, NodeBounds, StructuralZero, entry_label
 from hierdp.constraints.errors import ConstraintError, ConstraintsInfeasible
 from hierdp.constraints.nodes import locator_for
 from hierdp.constraints.resolved import ResolvedConstraints
 
-__all__ = ["MAX_BOUND", "MAX_COEFFICIENT", "resolve"]
+__all__ = ["MAX_BOUND", "MAX_COEFFICIENT", "check_numbers", "resolve"]
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,72 @@ def resolve(constraints: Any, tree: Any, *, root_public: bool = True, check: boo
     t0 = time.perf_counter()
     tree = as_topdown_tree(tree)
     entries = constraints.entries
+    cells = None
+    if callable(getattr(tree, "cell_space", None)):  # a tree of histogram cells (group sizes' dynamic program)
+        cells = bind_cells(constraints, tree.cell_space())
+        iv_level, iv_key, iv_lo, iv_hi, iv_item, user_rows = _bind_cells_to_tree(cells, tree, entries)
+    else:
+        iv_level, iv_key, iv_lo, iv_hi, iv_item, user_rows = _bind_nodes(entries, tree)
+    multi, s_lvl, s_key, s_lo, s_hi, empty = single_node_intervals(user_rows)
+    for r in empty:  # every term cancelled: the row reads 0
+        if not user_rows.lo[r] <= 0 <= user_rows.hi[r]:
+            e = entries[int(user_rows.origin[r])]
+            raise ConstraintsInfeasible(f"row {entry_label(e)}: its terms cancel (they name the same node), and 0 is "
+                                        "outside its bounds", entries=[e.name])
+    s_item = user_rows.origin[np.diff(user_rows.ptr) == 1]
+
+    # the user's intervals (bounds, zeros, invariants, single-node rows), then carried up
+    user_iv = Intervals()
+    for L in np.unique(np.concatenate([iv_level, s_lvl])):
+        m1, m2 = iv_level == L, s_lvl == L
+        user_iv.intersect(int(L), np.concatenate([iv_key[m1], s_key[m2]]), np.concatenate([iv_lo[m1], s_lo[m2]]),
+                          np.concatenate([iv_hi[m1], s_hi[m2]]))
+    names = [str(x) for x in tree.level_names]
+    base = np.array([e.name for e in entries], dtype=object)
+    carried = carry_rows(multi, tree, names, base)
+    if cells is not None:  # a cell rule in every child of a node holds, summed, in the node
+        carried = BoundRows.concat([carried, _rows_on_tree(cells.carried_rules(), cells, tree, entries,
+                                                           carried=True)])
+    c_multi, c_lvl, c_key, c_lo, c_hi, _ = single_node_intervals(carried)
+    all_iv = user_iv.copy()
+    for L in np.unique(c_lvl):
+        m = c_lvl == L
+        all_iv.intersect(int(L), c_key[m], c_lo[m], c_hi[m])
+    intervals = carry_intervals(all_iv, tree)
+    rows = BoundRows.concat([multi, c_multi])
+
+    root_value = int(tree.root_count) if root_public else None
+    if check and len(entries):
+        _check_feasible(tree, entries, (np.concatenate([iv_level, s_lvl]), np.concatenate([iv_key, s_key]),
+                                        np.concatenate([iv_lo, s_lo]), np.concatenate([iv_hi, s_hi]),
+                                        np.concatenate([iv_item, s_item]).astype(np.int64)),
+                        multi, root_value, solver=solver, time_limit=time_limit)
+
+    deepest = rows.deepest()
+    by_level = {names[int(L)]: int((deepest == L).sum()) for L in np.unique(deepest)}
+    kinds: dict[str, int] = {}
+    for e in entries:
+        kinds[e.kind] = kinds.get(e.kind, 0) + 1
+    stats = {"sha256": constraints.digest(), "entries": len(entries), "kinds": kinds,
+             "rows_by_level": by_level, "carried_rows": int(carried.n_rows),
+             "intervals": intervals.count(), "implied_intervals": max(0, intervals.count() - user_iv.count()),
+             "feasibility_checked": bool(check), "resolve_s": round(time.perf_counter() - t0, 4)}
+    user_intervals = (iv_level, iv_key, iv_lo, iv_hi, iv_item)
+    if cells is not None:
+        cells.stats.update(feasibility_checked=bool(check), resolve_s=stats["resolve_s"])
+    return ResolvedConstraints(constraints, tree, rows=rows, intervals=intervals, user_rows=user_rows,
+                               user_intervals=user_intervals, stats=stats, cells=cells)
+
+
+def _bind_nodes(entries: tuple[Any, ...], tree: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                               np.ndarray, BoundRows]:
+    """The entries bound to a tree with one count per node: ``(level, key, lo, hi, entry)`` of the
+    bounds, zeros and invariants, and every linear entry as a row over ``(level, key)``."""
     for e in entries:
         if isinstance(e, CellRule) or getattr(e, "cells", None) is not None:
             raise ConstraintError(f"{e.kind} {entry_label(e)} is about histogram cells; this tree has one count per "
                                   "node (cell entries apply to histogram mechanisms such as census_topdown)")
-        _check_numbers(e)
+        check_numbers(e)
     refs, owner = [], []
     for i, e in enumerate(entries):
         if isinstance(e, LinearRow):
@@ -87,50 +149,30 @@ def resolve(constraints: Any, tree: Any, *, root_public: bool = True, check: boo
                           np.array([_hi_of(entries[i]) for i in lin], dtype=float),
                           np.array([entries[i].name for i in lin], dtype=object),
                           np.asarray(lin, dtype=np.int64), np.zeros(len(lin), np.int64))
-    multi, s_lvl, s_key, s_lo, s_hi, empty = single_node_intervals(user_rows)
-    for r in empty:  # every term cancelled: the row reads 0
-        if not user_rows.lo[r] <= 0 <= user_rows.hi[r]:
-            e = entries[int(user_rows.origin[r])]
-            raise ConstraintsInfeasible(f"row {entry_label(e)}: its terms cancel (they name the same node), and 0 is "
-                                        "outside its bounds", entries=[e.name])
-    s_item = user_rows.origin[np.diff(user_rows.ptr) == 1]
+    return iv_level, iv_key, iv_lo, iv_hi, iv_item, user_rows
 
-    # the user's intervals (bounds, zeros, invariants, single-node rows), then carried up
-    user_iv = Intervals()
-    for L in np.unique(np.concatenate([iv_level, s_lvl])):
-        m1, m2 = iv_level == L, s_lvl == L
-        user_iv.intersect(int(L), np.concatenate([iv_key[m1], s_key[m2]]), np.concatenate([iv_lo[m1], s_lo[m2]]),
-                          np.concatenate([iv_hi[m1], s_hi[m2]]))
-    names = [str(x) for x in tree.level_names]
-    base = np.array([e.name for e in entries], dtype=object)
-    carried = carry_rows(multi, tree, names, base)
-    c_multi, c_lvl, c_key, c_lo, c_hi, _ = single_node_intervals(carried)
-    all_iv = user_iv.copy()
-    for L in np.unique(c_lvl):
-        m = c_lvl == L
-        all_iv.intersect(int(L), c_key[m], c_lo[m], c_hi[m])
-    intervals = carry_intervals(all_iv, tree)
-    rows = BoundRows.concat([multi, c_multi])
 
-    root_value = int(tree.root_count) if root_public else None
-    if check and len(entries):
-        _check_feasible(tree, entries, (np.concatenate([iv_level, s_lvl]), np.concatenate([iv_key, s_key]),
-                                        np.concatenate([iv_lo, s_lo]), np.concatenate([iv_hi, s_hi]),
-                                        np.concatenate([iv_item, s_item]).astype(np.int64)),
-                        multi, root_value, solver=solver, time_limit=time_limit)
+def _bind_cells_to_tree(cells: Any, tree: Any, entries: tuple[Any, ...]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, BoundRows]:
+    """The entries of a histogram tree (``tree.cell_space()``, ``tree.cell_keys(node, cell)``) as
+    rows over its ``(level, key)`` nodes: every entry is a row over (node, cell) variables, each
+    variable one node of the tree; no separate intervals (single-variable rows become intervals
+    downstream)."""
+    z = np.zeros(0, np.int64)
+    return z, z.copy(), np.zeros(0), np.zeros(0), z.copy(), _rows_on_tree(cells.entry_rows, cells, tree, entries)
 
-    deepest = rows.deepest()
-    by_level = {names[int(L)]: int((deepest == L).sum()) for L in np.unique(deepest)}
-    kinds: dict[str, int] = {}
-    for e in entries:
-        kinds[e.kind] = kinds.get(e.kind, 0) + 1
-    stats = {"sha256": constraints.digest(), "entries": len(entries), "kinds": kinds,
-             "rows_by_level": by_level, "carried_rows": int(carried.n_rows),
-             "intervals": intervals.count(), "implied_intervals": max(0, intervals.count() - user_iv.count()),
-             "feasibility_checked": bool(check), "resolve_s": round(time.perf_counter() - t0, 4)}
-    user_intervals = (iv_level, iv_key, iv_lo, iv_hi, iv_item)
-    return ResolvedConstraints(constraints, tree, rows=rows, intervals=intervals, user_rows=user_rows,
-                               user_intervals=user_intervals, stats=stats)
+
+def _rows_on_tree(er: Any, cells: Any, tree: Any, entries: tuple[Any, ...], *, carried: bool = False) -> BoundRows:
+    """Rows over (node, cell) variables as rows over the histogram tree's ``(level, key)`` nodes."""
+    level, key = tree.cell_keys(er.node, er.cell)
+    ptr, t_lvl, t_key, t_coef = merge_duplicate_terms(er.row_of_term, np.asarray(level, np.int64),
+                                                      np.asarray(key, np.int64), er.coef, er.n_rows)
+    base = [e.name for e in entries]
+    how = "carried to" if carried else "at"
+    names = np.array([base[o] if a < 0 else f"{base[o]} ({how} {cells.space.names[a]})"
+                      for o, a in zip(er.origin.tolist(), er.at.tolist(), strict=True)], dtype=object)
+    return BoundRows(ptr, t_lvl, t_key, t_coef, er.lo.copy(), er.hi.copy(), names, er.origin.copy(),
+                     np.full(er.n_rows, int(carried), np.int64))
 
 
 def _lo_of(e: Any) -> float:
@@ -149,16 +191,16 @@ def _hi_of(e: Any) -> float:
     return float(e.value)
 
 
-def _check_numbers(e: Any) -> None:
+def check_numbers(e: Any) -> None:
     """Integer coefficients and bounds within the exact ranges (the counts are integers)."""
     nums: list[tuple[str, Any]] = []
-    if isinstance(e, LinearRow):
+    if isinstance(e, (LinearRow, CellRule)):
         for node, c in e.terms:
             if not isinstance(c, int):
-                raise ConstraintError(f"linear {entry_label(e)}: coefficient {c} of {node!r} is not an integer (the "
+                raise ConstraintError(f"{e.kind} {entry_label(e)}: coefficient {c} of {node!r} is not an integer (the "
                                       "counts are integers; scale the row to integer coefficients)")
             if abs(c) > MAX_COEFFICIENT:
-                raise ConstraintError(f"linear {entry_label(e)}: coefficient {c} of {node!r} is beyond ±2^31")
+                raise ConstraintError(f"{e.kind} {entry_label(e)}: coefficient {c} of {node!r} is beyond ±2^31")
         nums += [("lower bound", e.lower), ("upper bound", e.upper)]
     elif isinstance(e, NodeBounds):
         nums += [("lower bound", e.lower), ("upper bound", e.upper)]
@@ -181,7 +223,9 @@ def _check_feasible(tree: Any, entries: tuple[Any, ...],
     from hierdp.constraints.public_model import PublicModel
     from hierdp.models import ProblemError
 
-    model = PublicModel(tree, *iv, rows, root_value)
+    hook = getattr(tree, "public_rows", None)  # what the mechanism imposes on public values, if anything
+    imposed = hook(np.concatenate([iv[0], rows.level]), np.concatenate([iv[1], rows.key])) if callable(hook) else None
+    model = PublicModel(tree, *iv, rows, root_value, public_rows=imposed)
 
     def feasible(items: list[int] | None) -> bool | None:
         try:
@@ -194,6 +238,8 @@ def _check_feasible(tree: Any, entries: tuple[Any, ...],
     if verdict is True:
         return
     public = "" if root_value is None else f" with the public root total {root_value:,} (bounded DP)"
+    if imposed is not None and imposed.n_rows:
+        public += f" and {getattr(tree, 'public_rows_text', 'the public values the mechanism imposes')}"
     if verdict is None:
         raise ConstraintError(f"could not decide within {time_limit} s whether the constraints can all hold on this "
                               f"tree{public}; nothing was released (raise the time limit, or simplify the set)")

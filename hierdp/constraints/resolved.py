@@ -21,11 +21,12 @@ import numpy as np
 
 from hierdp.constraints.bound import BoundRows, Intervals
 from hierdp.constraints.levels import LevelConstraints, released_values
+from hierdp.constraints.report import StatedConstraints
 
 __all__ = ["ResolvedConstraints"]
 
 
-class ResolvedConstraints:
+class ResolvedConstraints(StatedConstraints):
     """A :class:`~hierdp.constraints.Constraints` bound to one tree (see the module docstring).
 
     Attributes:
@@ -37,10 +38,12 @@ class ResolvedConstraints:
         user_intervals: ``(level, key, lo, hi, entry)`` of the bounds, zeros and invariants.
         root_interval: ``(lo, hi)`` of the root.
         stats: counts for the release's accounting.
+        cells: on a tree of histogram cells, the set bound to its (node, cell) variables
+            (:class:`~hierdp.constraints.CellConstraints`), else None.
     """
 
     def __init__(self, constraints: Any, tree: Any, *, rows: BoundRows, intervals: Intervals, user_rows: BoundRows,
-                 user_intervals: tuple[np.ndarray, ...], stats: dict[str, Any]) -> None:
+                 user_intervals: tuple[np.ndarray, ...], stats: dict[str, Any], cells: Any = None) -> None:
         self.constraints = constraints
         self.tree = tree
         self.level_names = [str(x) for x in tree.level_names]
@@ -49,6 +52,7 @@ class ResolvedConstraints:
         self.user_rows = user_rows
         self.user_intervals = user_intervals
         self.stats = stats
+        self.cells = cells
         lo, hi = intervals.lookup(0, np.array([int(tree.root_key)], np.int64))
         self.root_interval = (float(lo[0]), float(hi[0]))
         self._deepest = rows.deepest()
@@ -75,32 +79,12 @@ class ResolvedConstraints:
         return v
 
     # ------------------------------------------------------------------ reporting
-    @property
-    def digest(self) -> str:
-        """SHA-256 of the constraint set."""
-        return str(self.stats["sha256"])
-
-    #: largest set whose entries the accounting lists one by one (a larger one is stated by its hash)
-    MAX_LISTED = 1000
-
-    def describe(self) -> dict[str, Any]:
-        """What the release's accounting states about the constraints (public input): counts, the
-        SHA-256, and the entries themselves as file records when there are at most
-        :attr:`MAX_LISTED` of them."""
-        from hierdp.constraints.records import record_of
-
-        out = dict(self.stats)
-        if len(self.constraints) <= self.MAX_LISTED:
-            out["records"] = [record_of(e) for e in self.constraints]
-        return out
-
-    def text(self) -> str:
-        """One line for the release: what was applied, and that the guarantee is unchanged."""
+    def applied(self) -> str:
+        """Rows per level, and what was carried up (the middle of the release's note)."""
         s = self.stats
         by_level = ", ".join(f"{k} {v}" for k, v in s["rows_by_level"].items()) or "none"
-        return (f"post-processed under public constraints ({self.constraints.summary()}): rows applied per level: "
-                f"{by_level}; {s['carried_rows']} rows and {s['implied_intervals']} node intervals carried up; "
-                "the noise and the ledger are the mechanism's own")
+        return (f"rows applied per level: {by_level}; {s['carried_rows']} rows and {s['implied_intervals']} node "
+                "intervals carried up")
 
     # ------------------------------------------------------------------ checking a release
     def check(self, release: Any) -> list[str]:

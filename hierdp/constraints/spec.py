@@ -38,7 +38,7 @@ from hierdp.constraints.records import digest
 if TYPE_CHECKING:
     from hierdp.constraints.resolve import ResolvedConstraints
 
-__all__ = ["Constraints"]
+__all__ = ["Constraints", "as_constraints"]
 
 
 class Constraints:
@@ -85,25 +85,29 @@ class Constraints:
         return name
 
     def add_linear(self, coeffs: Mapping[Any, Any] | Sequence[tuple[Any, Any]], *, lower: float | None = None,
-                   upper: float | None = None, name: str | None = None) -> Constraints:
+                   upper: float | None = None, cells: Sequence[Any] | None = None,
+                   name: str | None = None) -> Constraints:
         """``lower <= sum(coef * node) <= upper`` over named nodes of any levels.
 
         ``coeffs`` is ``{node: coefficient}`` or a list of ``(node, coefficient)`` pairs (use the
         list when a node is given by level columns, a mapping). TopDown applies the row when the
-        deepest level among its nodes is solved; nodes of coarser levels are then constants.
+        deepest level among its nodes is solved; nodes of coarser levels are then constants. On
+        histograms, ``cells`` makes every term the sum of those cells of its node ("size-1
+        households in A and B at most N": ``add_linear({"A": 1, "B": 1}, cells=[1], upper=N)``).
         """
         name = self._name(name, "linear")
         label = f"linear {name!r}"
         lo, hi = sides(lower, upper, label)
-        return self.add(LinearRow(name, terms_of(coeffs, label), lo, hi))
+        return self.add(LinearRow(name, terms_of(coeffs, label), lo, hi, cells=cells_of(cells, label)))
 
     def add_bounds(self, node: Any, *, lower: float | None = None, upper: float | None = None,
-                   name: str | None = None) -> Constraints:
-        """``lower <= node <= upper`` (bounds of one node; several bounds of a node intersect)."""
+                   cells: Sequence[Any] | None = None, name: str | None = None) -> Constraints:
+        """``lower <= node <= upper`` (bounds of one node; several bounds of a node intersect). On
+        histograms, of the sum of the node's ``cells`` (without ``cells``: of its total)."""
         name = self._name(name, "bounds")
         label = f"bounds {name!r}"
         lo, hi = sides(lower, upper, label)
-        return self.add(NodeBounds(name, node_ref(node, label), lo, hi))
+        return self.add(NodeBounds(name, node_ref(node, label), lo, hi, cells=cells_of(cells, label)))
 
     def add_zero(self, node: Any, *, cells: Sequence[Any] | None = None, name: str | None = None) -> Constraints:
         """A structural zero: the node is 0 (its whole subtree too), or, for histograms, the given
@@ -260,10 +264,13 @@ def describe_entry(e: Entry) -> str:
             out.append((("-" if sign == "-" else "") if i == 0 else f" {sign} ") + term)
         return "".join(out)
 
+    def in_cells(cells: Any) -> str:
+        return f" in cells {list(cells)}" if cells else ""
+
     if isinstance(e, LinearRow):
-        body = side(e.lower, e.upper, expr_of(e.terms))
+        body = side(e.lower, e.upper, expr_of(e.terms)) + in_cells(e.cells)
     elif isinstance(e, NodeBounds):
-        body = side(e.lower, e.upper, node_label(e.node))
+        body = side(e.lower, e.upper, node_label(e.node)) + in_cells(e.cells)
     elif isinstance(e, StructuralZero):
         body = f"{node_label(e.node)} = 0" + (f" in cells {list(e.cells)}" if e.cells else "")
     elif isinstance(e, Invariant):
@@ -272,3 +279,21 @@ def describe_entry(e: Entry) -> str:
         where = f"levels {list(e.levels)}" if e.levels else f"{len(e.nodes or ())} nodes"
         body = side(e.lower, e.upper, expr_of(e.terms)) + f" in every geounit of {where}"
     return f"{e.name!r}: {body}"
+
+
+def as_constraints(value: Any) -> Constraints | None:
+    """A mechanism's ``constraints=`` argument as a set: a :class:`Constraints`, the path of a
+    constraint file (read now: a bad file is refused before any data is read), or None; an empty
+    set is None (nothing to honour).
+
+    Raises:
+        TypeError: anything else. ConstraintError: a bad file (naming its line).
+    """
+    if value is None:
+        return None
+    if not isinstance(value, Constraints):
+        if not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"constraints must be a hierdp.Constraints or the path of a constraint file, got "
+                            f"{type(value).__name__}")
+        value = Constraints.read(value)
+    return value if len(value) else None

@@ -74,7 +74,10 @@ def spatial_intervals(release: Any, level: float, method: str) -> tuple[np.ndarr
     from statistics import NormalDist
 
     v = np.asarray(release.values, dtype=np.float64)
-    if release.mechanism == "HTF" and method in ("auto", "noise"):
+    if (release.accounting.details or {}).get("constraints") is not None:
+        raise IntervalsUnsupported(f"{release.mechanism}: the release was post-processed under public constraints; "
+                                   "its values are no longer the draws' or the two-pass WLS law")
+    if release.mechanism == "HTF" and release.solver is None and method in ("auto", "noise"):
         laws = htf_leaf_laws(release)
         margins = {law: law.margin(level) for law in set(laws)}
         m = np.array([margins[law] for law in laws], dtype=np.float64)

@@ -113,8 +113,9 @@ def topdown_law(release: Any) -> TopDownLaw:
     if not noise:
         raise IntervalsUnsupported(f"{release.mechanism}: the accounting records no {key} per level")
     shown = params.get("solver_options") or {}
-    # options objects (executors) are recorded as type names: keep the plain ones only
-    options = {k: v for k, v in shown.items() if isinstance(v, (int, float, str, bool)) and k != "executor"}
+    # objects (executors, pools) are recorded as "<TypeName>" placeholders: keep the re-usable ones
+    options = {k: v for k, v in shown.items()
+               if k != "executor" and not (isinstance(v, str) and v.startswith("<") and v.endswith(">"))}
     return TopDownLaw(noise=noise, solver=str(release.solver), objective=str(params["objective"]),
                       integer=bool(params.get("integer", True)), options=options)
 

@@ -6,9 +6,11 @@
   the mean relative error with smoothing 20.
 * :mod:`hierdp.metrics.histogram` - histogram-per-node releases (group sizes): L1 error per level,
   #CV and faithfulness violations.
+* :mod:`hierdp.metrics.intervals` - coverage and width of a release's intervals against the truth.
 """
 
 from hierdp.metrics import spatial
+from hierdp.metrics.intervals import interval_coverage_by_level
 from hierdp.metrics.histogram import constraint_violations, histogram_report, l1_error_by_level
 from hierdp.metrics.tree import (
     false_discovery_rate_by_level,
@@ -25,6 +27,7 @@ __all__ = [
     "false_discovery_rate_by_level",
     "false_negative_rate_by_level",
     "histogram_report",
+    "interval_coverage_by_level",
     "l1_error_by_level",
     "level_errors",
     "level_report",

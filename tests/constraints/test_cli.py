@@ -85,12 +85,60 @@ def test_bad_constraints_are_refused_before_any_noise_in_one_line(folder, capsys
 def test_failsafe_needs_a_file_and_other_layouts_refuse_the_flag(folder, capsys):
     assert main([*BASE, "--constraints-failsafe"]) == 2
     assert "--constraints-failsafe needs --constraints FILE" in capsys.readouterr().err
-    assert main(["release", "c.csv", "-o", "o.csv", "--unit", "hh", "--levels", "state", "--size", "pop",
-                 "--epsilon", "1", "--constraints", "caps.jsonl"]) == 2
-    assert "--constraints does not apply to the group-size layout" in capsys.readouterr().err
+    assert main(["release", "c.csv", "-o", "o.csv", "--x", "x", "--y", "y", "--grid", "4x4", "--epsilon", "1",
+                 "--constraints", "caps.jsonl"]) == 2
+    assert "--constraints does not apply to the point layout" in capsys.readouterr().err
 
 
 def test_help_mentions_the_flag(capsys):
     assert main(["release", "--help"]) == 0
     text = capsys.readouterr().out
     assert "--constraints FILE" in text and "--constraints-failsafe" in text
+
+
+# ---------------------------------------------------------------------------------- group sizes (--unit)
+HOUSEHOLDS = "hh,state,county,size\n" + "".join(
+    f"{s}{c}{i},{s},{c},{1 + (i * 7 + ord(c)) % 6}\n" for s in ("IL", "IN") for c in "ABC" for i in range(30))
+REGIONS = "state,county\n" + "".join(f"{s},{c}\n" for s in ("IL", "IN") for c in "ABC")
+SIZES = ('{"kind": "zero", "name": "no 6 in IL/A", "node": "IL/A", "cells": [6]}\n'
+         '{"kind": "cell_rule", "name": "1 >= 2", "terms": {"1": 1, "2": -1}, "lower": 0, "levels": ["county"]}\n'
+         '{"kind": "linear", "name": "size-1 cap", "terms": {"IL/B": 1, "IN/B": 1}, "cells": [1], "upper": 9}\n')
+GROUPS = ["release", "hh.csv", "-o", "sizes.csv", "--unit", "hh", "--levels", "state,county", "--size", "size",
+          "--max-size", "6", "--geo", "regions.csv", "--epsilon", "1", "--seed", "0", "--quiet"]
+
+
+@pytest.fixture
+def households(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hh.csv").write_text(HOUSEHOLDS)
+    (tmp_path / "regions.csv").write_text(REGIONS)
+    (tmp_path / "sizes.jsonl").write_text(SIZES)
+    return tmp_path
+
+
+@pytest.mark.parametrize("mechanism", ["pgsr_mdp", "pgsr_mh", "pgsr_mhc", "pgsr_chain_dp", "pgsr_topdown"])
+def test_group_size_rows_hold_in_the_written_release(households, capsys, mechanism):
+    assert main([*GROUPS, "--constraints", "sizes.jsonl", "--mechanism", mechanism]) == 0
+    out = capsys.readouterr().out
+    assert "post-processed under public constraints (3 entries: 1 zero, 1 cell_rule, 1 linear; sha256 " in out
+    df = pd.read_csv(households / "sizes.csv")
+    v = {(n, int(k)): int(x) for n, k, x in zip(df["node"], df["size"], df["value"], strict=True)}
+    assert v[("IL/A", 6)] == 0
+    assert all(v[(f"{s}/{c}", 1)] >= v[(f"{s}/{c}", 2)] for s in ("IL", "IN") for c in "ABC")
+    assert v[("IL/B", 1)] + v[("IN/B", 1)] <= 9
+
+
+@pytest.mark.parametrize("content, extra, match", [
+    ('{"kind": "zero", "node": "IL/Z"}\n', [], "unknown node 'IL/Z'"),
+    ('{"kind": "zero", "node": "IL/A", "cells": [7]}\n', [], "unknown size 7"),
+    ('{"kind": "zero", "node": "IL/A", "cells": [1], "uper": 3}\n', [], "unknown key 'uper'"),
+    ('{"kind": "bounds", "node": "IL", "lower": 100000}\n', [], "cannot hold"),
+    (SIZES, ["--constraints-failsafe"], "applies to pgsr_topdown"),
+    (SIZES, ["--mechanism", "pgsr_mh_relaxed"], "rounds per cell"),
+])
+def test_bad_group_size_constraints_are_one_line_and_nothing_is_written(households, capsys, content, extra, match):
+    (households / "bad.jsonl").write_text(content)
+    assert main([*GROUPS, "--constraints", "bad.jsonl", *extra]) == 2
+    err = capsys.readouterr().err
+    assert match in err and len(err.strip().splitlines()) == 1
+    assert not (households / "sizes.csv").exists()

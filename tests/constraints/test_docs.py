@@ -22,7 +22,7 @@ def test_constraints_doc_blocks_run(tmp_path, monkeypatch, capsys):
     text = DOC.read_text(encoding="utf-8")
     blocks = re.findall(r"```(python|jsonl|bash|)\n(.*?)```", text, flags=re.S)
     kinds = [k for k, _ in blocks]
-    assert kinds.count("python") >= 7 and "jsonl" in kinds and "bash" in kinds
+    assert kinds.count("python") >= 12 and "jsonl" in kinds and "bash" in kinds
     namespace: dict = {}
     outputs = []
     for kind, body in blocks:
@@ -47,5 +47,12 @@ def test_constraints_doc_blocks_run(tmp_path, monkeypatch, capsys):
     assert outputs[3].splitlines() == ["['cap']", "['cap', 'cap (carried to level1)']"]
     assert outputs[4].startswith("('tight',) zcdp(rho=0.0132154)")
     assert outputs[5].splitlines()[1].startswith("failsafe: constraint 'tight' relaxed at level 2 (county)")
-    assert outputs[6].startswith("True ['gq edit']")
-    assert outputs[7].splitlines()[0] == "[ 0  0 -1]"
+    # group sizes and the spatial step: each block's printed lines are the ones shown under it
+    shown_blocks = re.findall(r"```python\n.*?```\n\n```\n(.*?)```", text, flags=re.S)
+    assert outputs[6].strip() == shown_blocks[1].strip()                  # group sizes
+    assert "entry 'N1 small': North/N1 <= 5 cannot hold" in outputs[7]
+    assert "public group totals of the regions" in outputs[7]
+    assert outputs[8].strip() == shown_blocks[2].strip()                  # spatial
+    assert outputs[9].startswith("True ['gq edit']")
+    assert outputs[10].strip() == shown_blocks[3].strip()                 # a histogram engine's calls
+    assert outputs[11].splitlines()[0] == "[ 0  0 -1]"

@@ -217,3 +217,23 @@ def test_unbounded_root_bound_and_bootstrap_with_progress(capsys):
     root = f[f["level"] == 0].iloc[0]
     assert root["lower"] < root["value"] < root["upper"]  # the root is noisy now
     assert "bootstrap InfTDA" in capsys.readouterr().err
+
+
+def test_tda_l2_releases_record_their_options_so_the_bootstrap_can_re_run_them() -> None:
+    """paper_round's continuous_options ({} by default) used to be recorded as the text 'dict',
+    which the bootstrap then passed back to the solver; plain options are recorded verbatim, objects
+    as '<TypeName>' placeholders that are not passed again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hierdp.mechanisms.topdown.level_solver import recorded_option
+
+    assert recorded_option({"a": 1, "b": [1, "x", None]}) == {"a": 1, "b": [1, "x", None]}
+    with ThreadPoolExecutor(1) as pool:
+        assert recorded_option(pool) == "<ThreadPoolExecutor>"
+        assert recorded_option({"executor": pool}) == "<dict>"
+    edges = [("R", "A"), ("R", "B")] + [(p, f"{p}{i}") for p in "AB" for i in range(3)]
+    tree = Hierarchy.from_edges(edges, counts={f"{p}{i}": 40 + 7 * i for p in "AB" for i in range(3)})
+    rel = create("tda_l2", epsilon=1.0, delta=1e-8).release(tree, seed=0)
+    assert rel.params["solver_options"] == {"continuous_options": {}}
+    frame = rel.intervals(0.9, domain=tree, draws=20, seed=1)
+    assert (frame["lower"] <= frame["value"]).all() and (frame["value"] <= frame["upper"]).all()

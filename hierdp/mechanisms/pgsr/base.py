@@ -4,8 +4,8 @@ release (see :mod:`hierdp.mechanisms.pgsr.mechanisms` for the six mechanisms on 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -39,6 +39,13 @@ class GroupSizeMechanism(Mechanism):
         region_totals_public: also impose ``sum_k c_r^k = G_r`` for every region (public under the
             neighbour relation); couples the size subtrees, so only general solvers honour it.
         secure: OS randomness and exact samplers.
+        constraints: a public :class:`~hierdp.constraints.Constraints` (or the path of a constraint
+            file) over regions and sizes, honoured by the post-processing solve
+            (:mod:`hierdp.mechanisms.pgsr.constraints`, docs/constraints.md). Bound to the public
+            structure and checked for feasibility before any noise; the noise and the ledger are
+            those of the release without it.
+        constraint_solver: the solver of the constrained problem when the mechanism's own solver
+            cannot honour it (default ``"auto"``: the first exact plug-in that accepts it).
     """
 
     name = "group sizes"
@@ -53,7 +60,8 @@ class GroupSizeMechanism(Mechanism):
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, budget: Budget | None = None,
                  level_split: Any = "uniform", solver: Any = None, time_limit: float | None = None,
                  region_totals_public: bool = False, secure: bool = False,
-                 solver_options: dict[str, Any] | None = None, contributions: Any = 1) -> None:
+                 solver_options: dict[str, Any] | None = None, contributions: Any = 1, constraints: Any = None,
+                 constraint_solver: Any = None) -> None:
         from hierdp.privacy.unit import check_contributions
 
         if check_contributions(contributions) != 1:
@@ -79,6 +87,35 @@ class GroupSizeMechanism(Mechanism):
         self.time_limit = None if time_limit is None else float(time_limit)
         self.solver_options = dict(solver_options or {})
         self.solver = self._check_solver(solver if solver is not None else self.default_solver)
+        self._set_constraints(constraints, constraint_solver)
+
+    def _set_constraints(self, constraints: Any, constraint_solver: Any) -> None:
+        """Keep the constraint set (a file is read now) and check the constraint solver's name and
+        capabilities (the actual problem is checked once the data's structure is known, before noise)."""
+        from hierdp.constraints import ConstraintError, as_constraints
+
+        try:
+            self.constraints = as_constraints(constraints)
+        except (TypeError, ConstraintError) as exc:
+            raise MechanismParameterError(str(exc)) from None
+        if self.constraints is None and constraint_solver is not None:
+            raise MechanismParameterError("constraint_solver applies only with constraints=")
+        if self.constraints is not None and not self.consistent:
+            raise MechanismParameterError(f"{self.name} rounds per cell after its solve, which can break any row; "
+                                          "constraints= needs an exact mechanism (relaxed=False)")
+        self.constraint_solver = constraint_solver
+        if constraint_solver is not None and constraint_solver != "auto":
+            from hierdp.solvers import get
+
+            try:
+                cap = get(constraint_solver).capabilities
+            except KeyError as exc:
+                raise MechanismParameterError(f"constraint_solver: {exc.args[0]}") from None
+            if "linear_constraints" not in cap.features or "l2" not in cap.objectives or not cap.integer:
+                raise MechanismParameterError(f"constraint_solver {constraint_solver!r} cannot honour constraint rows "
+                                              "in an integer L2 problem; leave it unset (auto) or name a general "
+                                              "solver ('highs', 'ortools')")
+        self._bound_cache: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------------ options
     def _features(self) -> set[str]:
@@ -133,9 +170,14 @@ class GroupSizeMechanism(Mechanism):
         return self.solver if isinstance(self.solver, str) else self.solver.name
 
     def params(self) -> dict[str, Any]:
-        return {**super().params(), "solver": self.solver_name, "level_split": self.level_split,
-                "measurement": self.measurement, "region_totals_public": self.region_totals_public,
-                "time_limit": self.time_limit}
+        out = {**super().params(), "solver": self.solver_name, "level_split": self.level_split,
+               "measurement": self.measurement, "region_totals_public": self.region_totals_public,
+               "time_limit": self.time_limit}
+        constraints = getattr(self, "constraints", None)
+        if constraints is not None:
+            out["constraints"] = constraints.digest()
+            out["constraint_solver"] = self.constraint_solver or "auto"
+        return out
 
     # ------------------------------------------------------------------ measurement
     def level_sensitivities(self, data: CountOfCounts) -> list[int]:
@@ -200,22 +242,29 @@ class GroupSizeMechanism(Mechanism):
         scales = [laplace_scale(parts[lev], sens[lev], culprit=culprit) for lev in range(L)]
         self._check_data(data)
         t0 = time.perf_counter()
+        bound = self._bind_constraints(data, scales)  # public structure only, before any noise
         ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant)
         noisy = self._measure(ctx, data, parts, scales, sens)
         t1 = time.perf_counter()
         try:
-            values, info = self.post_process(data, noisy, scales)
+            values, info = self.post_process(data, noisy, scales, bound=bound)
         except Exception as exc:
             raise ctx.aborted(exc, where="in post-processing", level_name="post-processing") from exc
         t2 = time.perf_counter()
         assumptions = tuple(data.assumptions) + ((REGION_TOTALS_ASSUMPTION,) if self.region_totals_public else ())
-        acc = ctx.accounting(assumptions=assumptions, notes=self.notes(),
-                             details={"split": self.level_split, "noise": GEOMETRIC.name,
-                                      "measurement": self.measurement})
+        details: dict[str, Any] = {"split": self.level_split, "noise": GEOMETRIC.name, "measurement": self.measurement}
+        notes = self.notes()
+        if bound is not None:
+            from hierdp.constraints.report import accounting_parts
+
+            details["constraints"], more = accounting_parts(bound.cells)
+            notes = (*notes, *more)
+        acc = ctx.accounting(assumptions=assumptions, notes=notes, details=details)
         regions = data.regions
         return NodeHistogramRelease(
             names=regions.names, parent=regions.parent, level=regions.level, level_names=list(regions.level_names),
-            cells=data.sizes, values=values.T.copy(), accounting=acc, mechanism=self.name, solver=self.solver_name,
+            cells=data.sizes, values=values.T.copy(), accounting=acc, mechanism=self.name,
+            solver=str(info.get("constraint_solver", self.solver_name)),  # with constraints: who solved them
             params=ctx.params(K=data.K, G=data.G, **info),
             timings={"measure_s": t1 - t0, "post_process_s": t2 - t1}, nonnegative=True, integer=True,
             level_totals=data.G if self.consistent else None, consistent=self.consistent, cell_name="size")
@@ -227,14 +276,102 @@ class GroupSizeMechanism(Mechanism):
     def _check_data(self, data: CountOfCounts) -> None:
         """Refusals that need the data (before noise)."""
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """The released ``(K, n_regions)`` int64 histograms from the noisy vectors (``scales``: the
-        geometric noise scale of each region level)."""
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
+        """The post-processing problem of the noisy vectors (``scales``: the geometric noise scale of
+        each region level; ``bound``: a :class:`~hierdp.mechanisms.pgsr.constraints.GroupSizeConstraints`
+        or None) and the map from its solution to the released ``(K, n_regions)`` histograms."""
         raise NotImplementedError
 
+    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = (), *,
+                     bound: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
+        """The released ``(K, n_regions)`` int64 histograms from the noisy vectors (``scales``: the
+        geometric noise scale of each region level), and figures of the solve.
+
+        With constraints, ``bound`` is their binding to ``data`` (bound here, from the public
+        structure, when not given); the released histograms are checked against every entry
+        exactly, in integers, before they are returned.
+        """
+        from hierdp.solvers.base import SolverFailed, Status
+
+        if bound is None and self.constraints is not None:
+            bound = self._bound_for(data)
+        problem, decode = self.pose(data, noisy, scales, bound)
+        solver, options = self._solver_for(problem, bound)
+        sol = self._solve(problem, solver, options)
+        values = np.asarray(decode(sol))
+        info: dict[str, Any] = {"objective": float(sol.objective), "solver_seconds": float(sol.wall_time)}
+        if bound is not None:
+            info["constraint_solver"] = sol.solver
+            bad = bound.check(values)
+            if bad:  # never release a point that breaks a stated entry
+                raise SolverFailed(sol.solver, Status.INFEASIBLE_RESULT, "; ".join(bad[:5]))
+        return values, info
+
+    # ------------------------------------------------------------------ constraints
+    def _bound_for(self, data: CountOfCounts) -> Any:
+        """The constraint set bound to ``data``'s public structure (kept for the same structure)."""
+        from hierdp.mechanisms.pgsr.constraints import GroupSizeConstraints
+
+        key = (id(data.regions), data.K)
+        if self._bound_cache is None or self._bound_cache[0] != key:
+            bound = GroupSizeConstraints.bind(self.constraints, data, region_totals=self.region_totals_public,
+                                              time_limit=max(60.0, float(self.time_limit or 0)))
+            self._bound_cache = (key, bound)
+        return self._bound_cache[1]
+
+    def _bind_constraints(self, data: CountOfCounts, scales: Sequence[float]) -> Any:
+        """Before any noise: bind and check the constraint set, and the solver of the constrained
+        problem on that problem itself (posed with zero targets: its structure is public).
+
+        Raises:
+            ConstraintError / ConstraintsInfeasible: the set does not fit the data or cannot hold.
+            MechanismParameterError: no solver honours the constrained problem.
+        """
+        if self.constraints is None:
+            return None
+        from hierdp.solvers import UnsupportedProblem
+
+        bound = self._bound_for(data)
+        probe, _ = self.pose(data, np.zeros((data.K, data.n_regions), np.int64), scales, bound)  # public shape
+        try:
+            self._solver_for(probe, bound)
+        except UnsupportedProblem as exc:
+            raise MechanismParameterError(f"{self.name} with constraints: {exc}") from None
+        return bound
+
+    def _solver_for(self, problem: Any, bound: Any) -> tuple[Any, dict[str, Any]]:
+        """``(solver, options)`` of ``problem``: the mechanism's own solver (with its options) when it
+        honours the problem, else the constraint solver (``auto``: the first exact plug-in that does).
+
+        Raises:
+            UnsupportedProblem: no solver honours it (with the reasons).
+        """
+        if bound is None or self.solver == "pdlp":
+            return self.solver, self.solver_options
+        from hierdp.solvers import UnsupportedProblem, choose, get
+        from hierdp.solvers.base import Solver
+
+        own = self.solver if isinstance(self.solver, Solver) else get(self.solver)
+        why = own.unsupported(problem)
+        if not why:
+            return self.solver, self.solver_options
+        given = self.constraint_solver or "auto"
+        if given == "auto":
+            try:
+                return choose(problem).name, {}
+            except UnsupportedProblem as exc:
+                raise UnsupportedProblem(f"{own.name} cannot honour the constrained problem ({'; '.join(why)}), "
+                                         f"and no exact plug-in does: {exc}") from None
+        other = get(given)
+        why2 = other.unsupported(problem)
+        if why2:
+            raise UnsupportedProblem(f"constraint_solver {other.name!r} cannot solve the constrained problem: "
+                                     + "; ".join(why2))
+        return other.name, {}
+
     # ------------------------------------------------------------------ shared post-processing
-    def _solve(self, problem: Any) -> Any:
+    def _solve(self, problem: Any, solver: Any = None, options: dict[str, Any] | None = None) -> Any:
         """Solve through the registry, then check feasibility independently of the plug-in
         (``Problem.violations``: every constraint, from the parent array and the rows). The
         registry's own ``verify`` adds L-inf group checks, irrelevant to these L2 problems and
@@ -242,17 +379,18 @@ class GroupSizeMechanism(Mechanism):
         from hierdp.solvers import solve
         from hierdp.solvers.base import Solution, SolverFailed, Status
 
-        if self.solver == "pdlp":
+        solver = self.solver if solver is None else solver
+        options = self.solver_options if options is None else options
+        if solver == "pdlp":
             from hierdp.mechanisms.pgsr._pdlp import solve_relaxation
 
-            x, st = solve_relaxation(problem, time_limit=self.time_limit, **self.solver_options)
+            x, st = solve_relaxation(problem, time_limit=self.time_limit, **options)
             return Solution(values=x, objective=problem.objective_value(x), status=Status.OPTIMAL, solver="pdlp",
                             wall_time=st["seconds"], stats=st)
-        sol = solve(problem, solver=self.solver, time_limit=self.time_limit, verify=False,
-                           **self.solver_options)
+        sol = solve(problem, solver=solver, time_limit=self.time_limit, verify=False, **options)
         bad = problem.violations(sol.values)
         if bad:
-            raise SolverFailed(self.solver_name, Status.INFEASIBLE_RESULT, "; ".join(bad))
+            raise SolverFailed(sol.solver, Status.INFEASIBLE_RESULT, "; ".join(bad))
         return sol
 
     def _add_region_totals_rows(self, problem: Any, data: CountOfCounts, dp: DynProgTree) -> None:

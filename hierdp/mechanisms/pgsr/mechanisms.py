@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -70,6 +70,14 @@ from hierdp.privacy.domain import ObservedDomainError
 from hierdp.release.histogram import NodeHistogramRelease
 
 __all__ = ["MH", "MHC", "ChainDynProg", "CumulativeDynProg", "GroupSizeTopDown", "MDynProg"]
+
+
+def _histogram_posed(dp: Any, targets: np.ndarray, bound: Any, *, integer: bool = True) -> Any:
+    """Model 1 on the dynamic-programming tree, with the constraint set's bounds and rows when given."""
+    def build(lower: Any, upper: Any) -> Any:
+        return histogram_problem(dp, targets, integer=integer, lower=lower, upper=upper)
+
+    return build(None, None) if bound is None else bound.pose(build, bound.histogram_map())
 
 
 class MH(GroupSizeMechanism):
@@ -104,17 +112,15 @@ class MH(GroupSizeMechanism):
                     "guaranteed; count_violations() gives #CV",)
         return ()
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
         dp = data.dynprog_tree()
-        problem = histogram_problem(dp, noisy, integer=not self.relaxed)
+        problem = _histogram_posed(dp, noisy, bound, integer=not self.relaxed)
         if self.region_totals_public:
             self._add_region_totals_rows(problem, data, dp)
-        sol = self._solve(problem)
-        info = {"objective": float(sol.objective), "solver_seconds": float(sol.wall_time)}
         if self.relaxed:
-            return np.maximum(round_half_up(dp.to_by_size(sol.values)), 0), info
-        return _dynprog_solution(dp, sol.values), info
+            return problem, lambda sol: np.maximum(round_half_up(dp.to_by_size(sol.values)), 0)
+        return problem, lambda sol: _dynprog_solution(dp, sol.values)
 
 
 class MDynProg(GroupSizeMechanism):
@@ -130,12 +136,10 @@ class MDynProg(GroupSizeMechanism):
                 "dynamic program cannot honour; use MH (exact) with solver 'highs' or 'ortools'")
         super().__init__(epsilon, delta, **kwargs)
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
         dp = data.dynprog_tree()
-        sol = self._solve(histogram_problem(dp, noisy))
-        return _dynprog_solution(dp, sol.values), {"objective": float(sol.objective),
-                                              "solver_seconds": float(sol.wall_time)}
+        return _histogram_posed(dp, noisy, bound), lambda sol: _dynprog_solution(dp, sol.values)
 
 
 class MHC(GroupSizeMechanism):
@@ -181,24 +185,32 @@ class MHC(GroupSizeMechanism):
                     "faithfulness are not guaranteed; count_violations() gives #CV",)
         return ()
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
         n, K = data.n_regions, data.K
+        integer = not self.relaxed
         if self.formulation == "prefix":
-            p = prefix_problem(data, noisy, integer=not self.relaxed)
-            sol = self._solve(p)
-            x = data.dynprog_tree().to_by_size(sol.values)
-            s = np.cumsum(x, axis=0)
-        else:
-            p = cumulative_problem(data, noisy, integer=not self.relaxed,
-                                   region_totals_public=self.region_totals_public)
-            sol = self._solve(p)
-            s = np.asarray(sol.values).reshape(K, n)
-        info = {"objective": float(sol.objective), "solver_seconds": float(sol.wall_time)}
+            dp = data.dynprog_tree()
+
+            def build_prefix(lower: Any, upper: Any) -> Any:
+                return prefix_problem(data, noisy, integer=integer, lower=lower, upper=upper)
+
+            p = build_prefix(None, None) if bound is None else bound.pose(build_prefix, bound.histogram_map())
+            return p, lambda sol: self._from_cumulative(np.cumsum(dp.to_by_size(sol.values), axis=0))
+
+        def build(lower: Any, upper: Any) -> Any:
+            return cumulative_problem(data, noisy, integer=integer, region_totals_public=self.region_totals_public,
+                                      lower=lower, upper=upper)
+
+        p = build(None, None) if bound is None else bound.pose(build, bound.cumulative_map())
+        return p, lambda sol: self._from_cumulative(np.asarray(sol.values).reshape(K, n))
+
+    def _from_cumulative(self, s: np.ndarray) -> np.ndarray:
+        """Γ⁻¹ of the solved cumulatives (the relaxation: running maximum and rounding first)."""
         if self.relaxed:
             s = round_half_up(np.maximum.accumulate(np.asarray(s, dtype=float), axis=0))
-            return np.maximum(inverse_cumulative(s), 0), info
-        return inverse_cumulative(np.asarray(s, dtype=np.int64)), info
+            return np.maximum(inverse_cumulative(s), 0)
+        return inverse_cumulative(np.rint(np.asarray(s, dtype=float)).astype(np.int64))
 
 
 class CumulativeDynProg(GroupSizeMechanism):
@@ -218,8 +230,8 @@ class CumulativeDynProg(GroupSizeMechanism):
                                           "dynamic program of this mechanism cannot honour it (use MHC)")
         super().__init__(epsilon, delta, **kwargs)
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
         from hierdp.solvers._isotonic import clip_isotonic
 
         proj = np.empty(noisy.shape)
@@ -227,9 +239,7 @@ class CumulativeDynProg(GroupSizeMechanism):
             proj[:, r] = clip_isotonic(noisy[:, r].astype(float), lower=0.0)
         targets = inverse_cumulative(round_half_up(proj))
         dp = data.dynprog_tree()
-        sol = self._solve(histogram_problem(dp, targets))
-        return _dynprog_solution(dp, sol.values), {"objective": float(sol.objective),
-                                              "solver_seconds": float(sol.wall_time)}
+        return _histogram_posed(dp, targets, bound), lambda sol: _dynprog_solution(dp, sol.values)
 
 
 class ChainDynProg(GroupSizeMechanism):
@@ -274,20 +284,29 @@ class ChainDynProg(GroupSizeMechanism):
             return ("level-wide cumulative vectors calibrated to their sensitivity m_l (regions per level), not 1",)
         return ()
 
-    def post_process(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float] = ()
-                     ) -> tuple[np.ndarray, dict[str, Any]]:
+    def pose(self, data: CountOfCounts, noisy: np.ndarray, scales: Sequence[float], bound: Any
+             ) -> tuple[Any, Callable[[Any], np.ndarray]]:
         lp = data.regions.level_ptr
         targets = chain_targets_from_region_cumulatives(noisy, lp) if self.measure == "per_region" else noisy
         weights = None
         if self.weighting == "inverse_variance":
             weights = 1.0 / chain_target_variances(lp, data.K, scales, self.measure)
-        p, order = chain_problem(data, targets, weights=weights)
-        sol = self._solve(p)
-        s_nodes = np.empty(order.size, np.int64)
-        s_nodes[order] = np.asarray(sol.values, dtype=np.int64)
-        level_values = s_nodes[1:].reshape(data.K, data.n_regions)
-        return chain_to_histograms(level_values, lp), {"objective": float(sol.objective),
-                                                       "solver_seconds": float(sol.wall_time)}
+        order = data.dynprog_tree().chain_order()
+
+        def build(lower: Any, upper: Any) -> Any:
+            if bound is not None:  # every chain value is a running sum of counts, at most G: a general
+                implied = np.full(order.size, float(data.G))  # solver needs the bounded domain
+                upper = implied if upper is None else np.minimum(upper, implied)
+            return chain_problem(data, targets, weights=weights, lower=lower, upper=upper)[0]
+
+        p = build(None, None) if bound is None else bound.pose(build, bound.chain_map(data, order))
+
+        def decode(sol: Any) -> np.ndarray:
+            s_nodes = np.empty(order.size, np.int64)
+            s_nodes[order] = np.rint(np.asarray(sol.values, dtype=float)).astype(np.int64)
+            return chain_to_histograms(s_nodes[1:].reshape(data.K, data.n_regions), lp)
+
+        return p, decode
 
 
 class GroupSizeTopDown(GroupSizeMechanism):
@@ -299,11 +318,21 @@ class GroupSizeTopDown(GroupSizeMechanism):
     name = "TopDown"
     default_solver = "projection"
 
-    def __init__(self, epsilon: float | None = None, delta: float | None = None, **kwargs: Any) -> None:
+    def __init__(self, epsilon: float | None = None, delta: float | None = None, *, on_infeasible: str = "abort",
+                 **kwargs: Any) -> None:
         if kwargs.get("region_totals_public"):
             raise MechanismParameterError("region_totals_public=True couples the size subtrees; TopDown's per-group "
                                           "solves cannot honour it (use MHC or MH)")
         super().__init__(epsilon, delta, **kwargs)
+        if self.constraints is None and on_infeasible != "abort":
+            raise MechanismParameterError("on_infeasible applies only with constraints=")
+        self.on_infeasible = on_infeasible  # checked by the TopDown engine (a level's rows, after its noise)
+
+    def params(self) -> dict[str, Any]:
+        out = super().params()
+        if self.constraints is not None:
+            out["on_infeasible"] = self.on_infeasible
+        return out
 
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
                 accountant: Accountant | None = None, progress: bool = False) -> NodeHistogramRelease:
@@ -317,9 +346,13 @@ class GroupSizeTopDown(GroupSizeMechanism):
                                       + " came from the private rows; declare it public input or state that it is "
                                       "public")
         plan = "uniform" if self.level_split == "uniform" else list(self.level_split)
+        extra: dict[str, Any] = {}
+        if self.constraints is not None:  # the TopDown engine applies them level by level (its own resolution)
+            extra = {"constraints": self.constraints, "constraint_solver": self.constraint_solver,
+                     "on_infeasible": self.on_infeasible}
         engine = TopDownMechanism(budget=self.spec.budget, delta=self.spec.delta, unit=self.unit, noise="geometric",
                                   plan=plan, objective="l2", solver=self.solver, time_limit=self.time_limit,
-                                  solver_options=self.solver_options or None, secure=self.secure)
+                                  solver_options=self.solver_options or None, secure=self.secure, **extra)
         engine.name = self.name
         tree = DynProgTopDownTree(data)
         t0 = time.perf_counter()

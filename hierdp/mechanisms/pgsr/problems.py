@@ -17,21 +17,24 @@ __all__ = ["chain_problem", "chain_target_variances", "cumulative_problem", "his
 
 
 def histogram_problem(dp: DynProgTree, noisy_by_size: np.ndarray, *, integer: bool = True,
-                      weights: np.ndarray | None = None, objective: str = "l2") -> Any:
+                      weights: np.ndarray | None = None, objective: str = "l2", lower: np.ndarray | None = None,
+                      upper: np.ndarray | None = None) -> Any:
     """Model 1 (H1-H4) on the dynamic-programming tree ``dp``: the root fixed at ``G``, every other
     node's target its noisy count (``(K, n_regions)``), consistency, non-negativity, integrality
-    (``integer``)."""
+    (``integer``); ``lower`` / ``upper``: per-node bounds (a public constraint set's intervals)."""
     from hierdp.models import Problem
 
     target = np.concatenate([[np.nan], np.asarray(noisy_by_size, dtype=float).ravel()])
     fixed = np.full(dp.n, np.nan)
     fixed[0] = dp.data.G
     w = None if weights is None else np.concatenate([[1.0], np.asarray(weights, dtype=float).ravel()])
-    return Problem(dp.parent, target, fixed=fixed, objective=objective, integer=integer, weights=w)
+    return Problem(dp.parent, target, fixed=fixed, objective=objective, integer=integer, weights=w, lower=lower,
+                   upper=upper)
 
 
 def cumulative_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, integer: bool = True,
-                       region_totals_public: bool = False) -> Any:
+                       region_totals_public: bool = False, lower: np.ndarray | None = None,
+                       upper: np.ndarray | None = None) -> Any:
     """Model 2 (C1-C5) in cumulative variables: node ``(k, r)`` holds ``s_r^k`` (index
     ``(k-1) * n_regions + r``); consistency per size (C4) from the parent array, the national
     ``s^K`` fixed at ``G`` (C2; every ``s_r^K`` fixed at ``G_r`` with public region totals),
@@ -50,16 +53,18 @@ def cumulative_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, int
     # implied bounds s_r^k <= s_root^k <= G (G_r when region totals are public): they keep every
     # feasible point; general MIP solvers need a bounded domain for the exact integer-L2 epigraph.
     # (s_r^K <= G_r is *not* implied without public region totals: only the root total is fixed.)
-    upper = np.tile(data.group_totals.astype(float), K) if region_totals_public else np.full(n * K, float(data.G))
+    implied = np.tile(data.group_totals.astype(float), K) if region_totals_public else np.full(n * K, float(data.G))
+    upper = implied if upper is None else np.minimum(implied, upper)
     p = Problem(parent, np.asarray(noisy_cumulative, dtype=float).ravel(), fixed=fixed, objective="l2",
-                integer=integer, upper=upper)
+                integer=integer, lower=lower, upper=upper)
     chains = (np.arange(K, dtype=np.int64)[None, :] * n + np.arange(n, dtype=np.int64)[:, None])
     if K > 1:
         p.add_monotone_chains(chains, name="cumulative")
     return p
 
 
-def prefix_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, integer: bool = True) -> Any:
+def prefix_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, integer: bool = True,
+                   lower: np.ndarray | None = None, upper: np.ndarray | None = None) -> Any:
     """Model 2 in histogram variables: the dynamic-programming hierarchy (root fixed at ``G``, C2-C5 as Model 1's
     constraints) with a query-term objective over prefix sums, ``sum (sum_{j<=k} c_r^j - s~_r^k)^2``.
     ``K (K+1) / 2`` non-zeros per region: for small instances and cross-checks."""
@@ -67,7 +72,7 @@ def prefix_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, integer
 
     dp = data.dynprog_tree()
     n, K = data.n_regions, data.K
-    p = histogram_problem(dp, np.full((K, n), np.nan), integer=integer)
+    p = histogram_problem(dp, np.full((K, n), np.nan), integer=integer, lower=lower, upper=upper)
     kk = np.arange(1, K + 1)
     per_region = K * (K + 1) // 2
     rows = np.repeat(np.arange(n * K), np.tile(kk, n))  # term (r, k) has k entries
@@ -81,13 +86,14 @@ def prefix_problem(data: CountOfCounts, noisy_cumulative: np.ndarray, *, integer
 
 
 def chain_problem(data: CountOfCounts, chain_targets: np.ndarray, *, integer: bool = True,
-                  weights: np.ndarray | None = None) -> tuple[Any, np.ndarray]:
+                  weights: np.ndarray | None = None, lower: np.ndarray | None = None,
+                  upper: np.ndarray | None = None) -> tuple[Any, np.ndarray]:
     """Model 3 (C6-C10): one variable per position of the post-order chain of the dynamic-programming hierarchy,
     the last (the dummy root) fixed at ``G`` (C7), "=" rows where the chain moves up to a parent
     (C8), monotone rows elsewhere (C9), non-negativity and integrality (C10).
 
-    ``chain_targets`` is ``(K, n_regions)`` in node layout. Returns ``(problem, order)`` with
-    ``order[p]`` the node at chain position ``p``.
+    ``chain_targets`` is ``(K, n_regions)`` in node layout; ``lower`` / ``upper`` are per chain
+    position. Returns ``(problem, order)`` with ``order[p]`` the node at chain position ``p``.
     """
     from scipy.sparse import csr_matrix
 
@@ -102,7 +108,8 @@ def chain_problem(data: CountOfCounts, chain_targets: np.ndarray, *, integer: bo
     w = None
     if weights is not None:
         w = np.concatenate([[1.0], np.asarray(weights, dtype=float).ravel()])[order]
-    p = Problem(np.full(N, -1, np.int64), node_target[order], fixed=fixed, objective="l2", integer=integer, weights=w)
+    p = Problem(np.full(N, -1, np.int64), node_target[order], fixed=fixed, objective="l2", integer=integer, weights=w,
+                lower=lower, upper=upper)
     equal = dp.chain_equal_edges()
     pos = np.arange(1, N, dtype=np.int64)
     ge = pos[~equal]

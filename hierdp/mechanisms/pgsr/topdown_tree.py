@@ -4,9 +4,16 @@
 Keys are node indices (``0`` the dummy root, ``1 + (k-1) * n_regions + r`` for size ``k`` in
 region ``r``); children are generated from the region tree's ``child_ptr`` on demand, so TopDown
 never materializes the ``1 + K * n_regions`` nodes it drops (zero counts released as zero).
+
+It is also a tree of histogram cells for constraint sets (:mod:`hierdp.constraints`): entries name
+regions and sizes (:meth:`DynProgTopDownTree.cell_space`), each (region, size) is one node
+(:meth:`DynProgTopDownTree.cell_keys`), and with ``region_totals=True`` the feasibility check
+imposes the public group totals of the regions it involves (:meth:`DynProgTopDownTree.public_rows`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -39,8 +46,12 @@ class _Namer:
 class DynProgTopDownTree:
     """TopDown view of the dynamic-programming hierarchy (see the module docstring)."""
 
-    def __init__(self, data: CountOfCounts) -> None:
+    #: how a refusal names the rows of :meth:`public_rows`
+    public_rows_text = "the public group totals of the regions"
+
+    def __init__(self, data: CountOfCounts, *, region_totals: bool = False) -> None:
         self.data = data
+        self.region_totals = bool(region_totals)
         regions = data.regions
         self._n = data.n_regions
         self._child_ptr = np.asarray(regions.child_ptr, dtype=np.int64)
@@ -99,3 +110,38 @@ class DynProgTopDownTree:
 
     def key_names(self, level: int, keys: np.ndarray) -> np.ndarray:
         return self.namer.key_names(level, keys)
+
+    # -- constraint sets over (region, size) cells (hierdp.constraints) ----------------------------
+    def cell_space(self) -> Any:
+        """The regions (as the region tree names them) and the sizes ``1..K``."""
+        from hierdp.constraints.cells import CellSpace
+
+        return CellSpace.of_hierarchy(self.data.regions, self.data.sizes.tolist(), cell_name="size")
+
+    def cell_keys(self, region: np.ndarray, cell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(level, key)`` of the nodes of (region, size index) pairs."""
+        region = np.asarray(region, dtype=np.int64)
+        level = np.asarray(self.data.regions.level, dtype=np.int64)[region] + 1
+        return level, 1 + np.asarray(cell, dtype=np.int64) * self._n + region
+
+    def public_rows(self, levels: np.ndarray, keys: np.ndarray) -> Any:
+        """With ``region_totals``: ``sum_k (k, r) = G_r`` for every region of the given nodes and for
+        their ancestor regions (the closure a reduced feasibility model needs), else None."""
+        if not self.region_totals:
+            return None
+        from hierdp.constraints.bound import BoundRows
+
+        keys = np.asarray(keys, dtype=np.int64)
+        regions = np.unique((keys[keys > 0] - 1) % self._n)
+        seen = regions
+        while regions.size:  # ancestors, level by level
+            par = self._rparent[regions]
+            regions = np.setdiff1d(np.unique(par[par >= 0]), seen)
+            seen = np.union1d(seen, regions)
+        K = self.data.K
+        level, key = self.cell_keys(np.repeat(seen, K), np.tile(np.arange(K, dtype=np.int64), seen.size))
+        g = self.data.group_totals[seen].astype(float)
+        m = seen.size
+        return BoundRows(np.arange(m + 1, dtype=np.int64) * K, level, key, np.ones(m * K, np.int64), g, g.copy(),
+                         np.array([f"group total of {self.data.regions.names[r]}" for r in seen], dtype=object),
+                         np.full(m, -1, np.int64), np.zeros(m, np.int64))

@@ -143,6 +143,9 @@ class SpatialMechanism(Mechanism):
     integer counts; unbounded (add/remove) neighbours by default, as in paper 002 (Def. 1), one
     location point per record (``contributions=m`` scales every sensitivity)."""
 
+    def params(self) -> dict[str, Any]:
+        return {**super().params(), **self.constraint_params()}
+
     def _resolve(self, epsilon: Any, delta: Any, budget: Any, unit: Any, bounded: Any, contributions: Any,
                  secure: Any, distinct: Any = False, conversion: Any = "analytic") -> None:
         self.resolve_privacy(epsilon, delta, None, budget, unit=unit, bounded=bounded, contributions=contributions,
@@ -168,19 +171,85 @@ class SpatialMechanism(Mechanism):
                            **details)
 
     def solve_consistency(self, ctx: RunContext, parent: np.ndarray, noisy: np.ndarray, variances: np.ndarray,
-                          solver: Any, cross_check: Any, options: dict[str, Any]) -> tuple[np.ndarray, Any]:
+                          solver: Any, cross_check: Any, options: dict[str, Any],
+                          constraints: Any = None) -> tuple[np.ndarray, Any]:
         """Hay's consistency over a noisy tree through the solver registry
-        (:func:`~hierdp.mechanisms.spatial.consistency.consistent_tree`).
+        (:func:`~hierdp.mechanisms.spatial.consistency.consistent_tree`), or, with the tree's public
+        constraints (``constraints``: a :class:`~hierdp.mechanisms.spatial.constraints.TreeConstraints`),
+        :func:`~hierdp.mechanisms.spatial.consistency.constrained_tree`.
 
         Raises:
             ReleaseAborted: the solve failed after the noise was drawn (the spends attached).
         """
-        from hierdp.mechanisms.spatial.consistency import consistent_tree
+        from hierdp.mechanisms.spatial.consistency import consistent_tree, constrained_tree
 
         try:
+            if constraints is not None:
+                return constrained_tree(parent, noisy, variances, constraints, solver=solver, cross_check=cross_check,
+                                        **options)
             return consistent_tree(parent, noisy, variances, solver=solver, cross_check=cross_check, **options)
         except Exception as exc:
             raise ctx.aborted(exc, where="in its consistency step", level_name="consistency") from exc
+
+    # -- public constraints (docs/constraints.md, "Spatial") ------------------------------------------
+    def _set_constraints(self, constraints: Any, consistency: Any) -> None:
+        """Keep the constraint set (a file is read now); it needs the consistency step."""
+        from hierdp.constraints import ConstraintError, as_constraints
+
+        try:
+            self.constraints = as_constraints(constraints)
+        except (TypeError, ConstraintError) as exc:
+            raise MechanismParameterError(str(exc)) from None
+        if self.constraints is not None and consistency is None:
+            raise MechanismParameterError(f"{self.name}: constraints= are honoured by the consistency step; pass "
+                                          "consistency='gls'")
+
+    def bind_constraints(self, grid: Any) -> Any:
+        """The constraint set bound to the grid and checked before any noise (None without one).
+
+        Raises:
+            ConstraintError / ConstraintsInfeasible: a reference that is not a rectangle of the grid,
+                a set that cannot hold on it.
+        """
+        if getattr(self, "constraints", None) is None:
+            return None
+        from hierdp.mechanisms.spatial.constraints import SpatialConstraints
+
+        return SpatialConstraints.bind(self.constraints, grid.domain)
+
+    def constraints_on_tree(self, ctx: RunContext, bound: Any, parent: np.ndarray, rects: np.ndarray) -> Any:
+        """``bound`` over a tree's nodes (None without constraints). A tree drawn with private splits
+        is known only after some budget is spent: a failure then stops the release with the spends.
+
+        Raises:
+            ConstraintError: before any spend (a public tree). ReleaseAborted: after one.
+        """
+        if bound is None:
+            return None
+        from hierdp.constraints import ConstraintError
+
+        try:
+            return bound.on_tree(parent, rects)
+        except ConstraintError as exc:
+            if not ctx.spends:
+                raise
+            raise ctx.aborted(exc, where="binding its constraints to the partition it drew",
+                              level_name="constraints") from exc
+
+    def constraint_accounting(self, bound: Any, details: dict[str, Any] | None,
+                              notes: tuple[str, ...]) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+        """``details`` and ``notes`` with the constraints stated (the TopDown family's code path)."""
+        if bound is None:
+            return details, notes
+        from hierdp.constraints.report import accounting_parts
+
+        stated, more = accounting_parts(bound)
+        return {**(details or {}), "constraints": stated}, (*notes, *more)
+
+    def constraint_params(self) -> dict[str, Any]:
+        """The set's SHA-256 for the release's parameters."""
+        c = getattr(self, "constraints", None)
+        return {} if c is None else {"constraints": c.digest()}
 
     def scale_for(self, eps: Fraction, sensitivity: Any = None) -> float:
         """The discrete Laplace scale for ``eps`` (sensitivity: the count sensitivity by default)."""

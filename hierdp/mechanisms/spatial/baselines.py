@@ -287,6 +287,8 @@ class AG(_NEstimate):
         consistency: ``"gls"`` (AG's inference, default) or ``None`` (raw level-2 cells).
         consistency_solver: the registered solver for the inference (default ``twopass``).
         cross_check: a second solver to re-solve the inference and compare (e.g. ``"highs"``).
+        constraints: public constraints over cells and rectangles of the grid, honoured by the
+            inference (:mod:`hierdp.mechanisms.spatial.constraints`, docs/constraints.md).
     """
 
     name = "AG"
@@ -296,9 +298,11 @@ class AG(_NEstimate):
                  consistency_solver: str = "twopass", cross_check: str | None = None, delta: float | None = None,
                  unit: Any = None, bounded: bool = False, contributions: int = 1, distinct: bool = False,
                  conversion: str = "analytic", secure: bool = False,
-                 solver: Any = None, solver_options: Any = None, time_limit: float | None = None) -> None:
+                 solver: Any = None, solver_options: Any = None, time_limit: float | None = None,
+                 constraints: Any = None) -> None:
         _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
                      solver_options, "yes")
+        self._set_constraints(constraints, consistency)
         if solver is not None:
             consistency_solver = solver
         self.alpha = check_fraction_param(alpha, "alpha", 0.0, 1.0)
@@ -323,6 +327,7 @@ class AG(_NEstimate):
                 accountant: Any = None, progress: bool = False) -> SpatialRelease:
         grid = as_grid(data)
         ctx = self.start(grid, seed=seed, rng=rng, secure=secure, accountant=accountant)
+        bound = self.bind_constraints(grid)  # before any noise
         timer = Timer()
         rows, cols = grid.domain.shape
         eps_cells = self.eps_total - self.eps_n
@@ -354,17 +359,20 @@ class AG(_NEstimate):
                 parent = np.concatenate([[-1], np.zeros(lvl1.shape[0], np.int64), 1 + owner_a])
                 noisy = np.concatenate([[np.nan], y1, y2]).astype(np.float64)
                 var = np.concatenate([[1.0], np.full(lvl1.shape[0], v1), np.full(lvl2.shape[0], v2)])
-                values, sol = self.solve_consistency(ctx, parent, noisy, var, self.consistency_solver,
-                                                     self.cross_check, self.solver_options)
-                solver_name = sol.solver
                 rects = np.concatenate([[[0, rows, 0, cols]], lvl1, lvl2])
+                tc = self.constraints_on_tree(ctx, bound, parent, rects)
+                values, sol = self.solve_consistency(ctx, parent, noisy, var, self.consistency_solver,
+                                                     self.cross_check, self.solver_options, tc)
+                solver_name = sol.solver
                 level = np.concatenate([[0], np.ones(lvl1.shape[0], np.int64), np.full(lvl2.shape[0], 2)])
                 tree = SpatialTree(parent, rects, values, level)
                 vals = values[1 + lvl1.shape[0]:]
+        details, notes = self.constraint_accounting(
+            bound, {"level1": (g1r, g1c), "level2_cells": int(lvl2.shape[0]), "n_used": n},
+            ("level-2 cells after AG's inference (weighted least squares over the two levels; values can be negative)"
+             if tree is not None else "raw level-2 cells",))
         return self.finish(ctx, grid, lvl2, vals, timer=timer, tree=tree, solver=solver_name, assumptions=assumptions,
-                           details={"level1": (g1r, g1c), "level2_cells": int(lvl2.shape[0]), "n_used": n},
-                           notes=("level-2 cells after AG's inference (weighted least squares over the two levels; "
-                                  "values can be negative)" if tree is not None else "raw level-2 cells",))
+                           details=details, notes=notes)
 
 
 class _TreeBaseline(SpatialMechanism):
@@ -372,7 +380,9 @@ class _TreeBaseline(SpatialMechanism):
 
 
     def _init_tree(self, height: int, budgets: str, consistency: str | None, consistency_solver: Any,
-                   cross_check: str | None, solver: Any, solver_options: Any, time_limit: Any) -> None:
+                   cross_check: str | None, solver: Any, solver_options: Any, time_limit: Any,
+                   constraints: Any = None) -> None:
+        self._set_constraints(constraints, consistency)
         self.height = check_positive_int(height, "height", minimum=0)
         if budgets not in ("geometric", "uniform"):
             raise MechanismParameterError(f"budgets must be 'geometric' or 'uniform', got {budgets!r}")
@@ -397,9 +407,12 @@ class _TreeBaseline(SpatialMechanism):
                 accountant: Any = None, progress: bool = False) -> SpatialRelease:
         grid = as_grid(data)
         ctx = self.start(grid, seed=seed, rng=rng, secure=secure, accountant=accountant)
+        bound = self.bind_constraints(grid)  # before any noise
         timer = Timer()
         with timer("partition"):
             parent, rects, depth = self._grow(grid, ctx, self.eps_total - self._count_budget())
+            # a quadtree's nodes are public: a rectangle that is not a union of them is refused before any noise
+            tc = self.constraints_on_tree(ctx, bound, parent, rects)
         h = self.height
         eps_c = self._count_budget()
         levels = (geometric_level_budgets if self.budgets == "geometric" else uniform_level_budgets)(eps_c, h)
@@ -421,15 +434,17 @@ class _TreeBaseline(SpatialMechanism):
         if self.consistency == "gls":
             with timer("consistency"):
                 values, sol = self.solve_consistency(ctx, parent, noisy.astype(np.float64), var,
-                                                     self.consistency_solver, self.cross_check, self.solver_options)
+                                                     self.consistency_solver, self.cross_check, self.solver_options,
+                                                     tc)
                 solver_name = sol.solver
         tree = SpatialTree(parent, rects, values, depth)
         leaves = tree.is_leaf
         note = ("leaves after Hay's consistency (weighted least squares over the tree; values can be negative)"
                 if solver_name else "raw noisy leaves; internal counts released in the tree, not consistent")
+        details, notes = self.constraint_accounting(
+            bound, {"height": h, "nodes": int(parent.size), "leaves": int(leaves.sum())}, (note,))
         return self.finish(ctx, grid, rects[leaves], values[leaves], timer=timer,
-                           tree=tree if solver_name else None, solver=solver_name,
-                           details={"height": h, "nodes": int(parent.size), "leaves": int(leaves.sum())}, notes=(note,))
+                           tree=tree if solver_name else None, solver=solver_name, details=details, notes=notes)
 
 
 class QuadTree(_TreeBaseline):
@@ -441,6 +456,8 @@ class QuadTree(_TreeBaseline):
             two, a single cell not at all).
         budgets: ``"geometric"`` (eq. 17) or ``"uniform"``.
         consistency: ``"gls"`` (default) or ``None``; ``consistency_solver`` / ``cross_check`` as in AG.
+        constraints: public constraints over cells and rectangles, honoured by the consistency step
+            (its nodes are public: every rectangle is checked against them before any noise).
     """
 
     name = "QuadTree"
@@ -449,11 +466,11 @@ class QuadTree(_TreeBaseline):
                  consistency: str | None = "gls", consistency_solver: str = "twopass", cross_check: str | None = None,
                  delta: float | None = None, unit: Any = None, bounded: bool = False, contributions: int = 1,
                  distinct: bool = False, conversion: str = "analytic", secure: bool = False, solver: Any = None,
-                 solver_options: Any = None, time_limit: float | None = None) -> None:
+                 solver_options: Any = None, time_limit: float | None = None, constraints: Any = None) -> None:
         _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
                      solver_options, "yes")
         self._init_tree(height, budgets, consistency, consistency_solver, cross_check, solver, solver_options,
-                        time_limit)
+                        time_limit, constraints)
 
     def params(self) -> dict[str, Any]:
         return {**super().params(), "height": self.height, "budgets": self.budgets, "consistency": self.consistency}
@@ -473,6 +490,8 @@ class KdTree(_TreeBaseline):
         budgets: count budgets ``"geometric"`` (eq. 17) or ``"uniform"``.
         hybrid: medians only for the top ``switch`` levels (default ``height // 2``), halving below.
         consistency, consistency_solver, cross_check: as in QuadTree.
+        constraints: as in QuadTree; the medians are private, so rectangles are checked against the
+            nodes once they are drawn (a rectangle that is not a union of them stops the release).
     """
 
     name = "KdTree"
@@ -482,11 +501,11 @@ class KdTree(_TreeBaseline):
                  consistency: str | None = "gls", consistency_solver: str = "twopass", cross_check: str | None = None,
                  delta: float | None = None, unit: Any = None, bounded: bool = False, contributions: int = 1,
                  distinct: bool = False, conversion: str = "analytic", secure: bool = False, solver: Any = None,
-                 solver_options: Any = None, time_limit: float | None = None) -> None:
+                 solver_options: Any = None, time_limit: float | None = None, constraints: Any = None) -> None:
         _common_init(self, epsilon, delta, budget, unit, bounded, contributions, distinct, conversion, secure, solver,
                      solver_options, "yes")
         self._init_tree(height, budgets, consistency, consistency_solver, cross_check, solver, solver_options,
-                        time_limit)
+                        time_limit, constraints)
         self.prt_share = Fraction(check_fraction_param(prt_share, "prt_share", 0.0, 1.0))
         if not isinstance(hybrid, bool):
             raise MechanismParameterError(f"hybrid must be True or False, got {hybrid!r}")

@@ -61,7 +61,9 @@ from hierdp.mechanisms.spatial._common import (
     exact_fraction,
     floor_log2,
     pure,
+    solver_options_with,
 )
+from hierdp.mechanisms.spatial.consistency import check_consistency_solver
 from hierdp.mechanisms.spatial.budgets import geometric_level_budgets, path_remainders, uniform_level_budgets
 from hierdp.mechanisms.spatial.objective import (
     INT64_SAFE,
@@ -69,7 +71,7 @@ from hierdp.mechanisms.spatial.objective import (
     probe_cost_terms,
     split_cost_terms_all,
 )
-from hierdp.release.spatial import SpatialRelease
+from hierdp.release.spatial import SpatialRelease, SpatialTree
 
 __all__ = ["HTF", "LevelProbe", "alg1_search", "cell_offsets", "estimate_height"]
 
@@ -195,6 +197,13 @@ class HTF(SpatialMechanism):
         delta: only sets the δ of reported (ε, δ) figures.
         unit, bounded, contributions: the privacy unit (default unbounded, one point per person).
         secure: OS randomness and exact samplers.
+        consistency: ``None`` (default: the paper's release, the leaves as drawn) or ``"gls"``: Hay's
+            consistency over HTF's own tree (every node's draw, a pruned leaf's release draw, weights
+            1/variance; post-processing), the leaves released from the consistent tree.
+        consistency_solver, cross_check, solver_options, time_limit: its solver, as in QuadTree.
+        constraints: public constraints over cells and rectangles, honoured by the consistency step
+            (``consistency="gls"``); HTF's splits are private, so rectangles are checked against its
+            nodes once they are drawn (:mod:`hierdp.mechanisms.spatial.constraints`).
     """
 
     name = "HTF"
@@ -205,8 +214,22 @@ class HTF(SpatialMechanism):
                  data_budgets: str = "geometric", combine_pruned: bool = False, height_constant: float = 10,
                  objective_bits: int = 20, delta: float | None = None, unit: Any = None, bounded: bool = False,
                  contributions: int = 1, distinct: bool = False, conversion: str = "analytic",
-                 secure: bool = False, solver: Any = None, solver_options: Any = None) -> None:
-        refuse_solver(self.name, solver, solver_options, "it releases the leaves of its partition as drawn")
+                 secure: bool = False, solver: Any = None, solver_options: Any = None,
+                 consistency: str | None = None, consistency_solver: str = "twopass", cross_check: str | None = None,
+                 time_limit: float | None = None, constraints: Any = None) -> None:
+        if consistency not in (None, "gls"):
+            raise MechanismParameterError(f"consistency must be None or 'gls', got {consistency!r}")
+        self.consistency = consistency
+        if consistency is None:
+            refuse_solver(self.name, solver, solver_options, "it releases the leaves of its partition as drawn; "
+                          "consistency='gls' adds a consistency step")
+        else:
+            self.consistency_solver = solver if solver is not None else consistency_solver
+            self.cross_check = cross_check
+            check_consistency_solver(self.consistency_solver)
+            check_consistency_solver(cross_check, "cross_check")
+            self.solver_options = solver_options_with(solver_options, time_limit)
+        self._set_constraints(constraints, consistency)
         self._resolve(epsilon, delta, budget, unit, bounded, contributions, secure, distinct, conversion)
         eps = self.eps_total
         if eps_prt is not None and eps_prt_per_level is not None:
@@ -273,7 +296,10 @@ class HTF(SpatialMechanism):
                   "eps_height": float(self.eps_height), "height": self.height, "T": self.T,
                   "stop_count": self.stop_count, "stop_cells": self.stop_cells, "split": self.split,
                   "data_budgets": self.data_budgets, "combine_pruned": self.combine_pruned,
-                  "height_constant": float(self.c0), "objective_bits": self.objective_bits})
+                  "height_constant": float(self.c0), "objective_bits": self.objective_bits,
+                  "consistency": self.consistency})
+        if self.consistency is not None:
+            p["consistency_solver"] = str(self.consistency_solver)
         return p
 
     # -- the run ------------------------------------------------------------------------------------
@@ -308,6 +334,7 @@ class HTF(SpatialMechanism):
                                           f"{geom_cap} "
                                           f"for the {shape[0]} x {shape[1]} grid")
         ctx = self.start(grid, seed=seed, rng=rng, secure=secure, accountant=accountant)
+        bound = self.bind_constraints(grid)  # before any noise
         eps = self.eps_total
         # 1. height
         with timer("height"):
@@ -353,6 +380,10 @@ class HTF(SpatialMechanism):
         leaf_vals: list[np.ndarray] = []
         leaf_heights: list[np.ndarray] = []
         nodes_per_height: dict[int, int] = {}
+        # with consistency="gls": every node (parents first), its measurement, variance and height
+        tree_nodes: list[tuple[np.ndarray, ...]] = []
+        level_parent = np.array([-1], np.int64)
+        offset = 0
         scale_prt = 0.0  # set below for Alg. 1's noisy probes (the baseline splits draw their own)
         if self.split == "alg1":
             eps_probe = eps_prt_level / (2 * self.T + 1)
@@ -394,7 +425,12 @@ class HTF(SpatialMechanism):
                     leaf_rects.append(np.stack([r0[stop], r1[stop], c0[stop], c1[stop]], axis=1))
                     leaf_vals.append(value[stop])
                     leaf_heights.append(np.full(int(stop.sum()), i, np.int64))
+                if self.consistency is not None:
+                    tree_nodes.append(self._measurements(r0, r1, c0, c1, level_parent, y1, value, pruned, levels,
+                                                         remain, i))
             go = ~stop
+            level_parent = offset + np.repeat(np.flatnonzero(go), 2)
+            offset += k_nodes
             if not go.any():
                 break
             with timer("bookkeeping"):
@@ -462,11 +498,42 @@ class HTF(SpatialMechanism):
                 "nodes_per_height": nodes_per_height,
                 "leaves_per_height": {int(a): int(b) for a, b in zip(uniq, per, strict=False)},
             }
-        notes = ("leaf counts only (paper 002 releases the leaves); raw noisy counts can be negative",
-                 "partition spends are per level of the tree: a level where no node split spends less")
-        rel = self.finish(ctx, grid, rects, vals, timer=timer, notes=notes, details=details)
+        notes: tuple[str, ...] = ("leaf counts only (paper 002 releases the leaves); raw noisy counts can be negative",
+                                  "partition spends are per level of the tree: a level where no node split spends less")
+        tree = None
+        solver_name = None
+        if self.consistency is not None:
+            with timer("consistency"):
+                parent, node_rects, y, var, node_heights = (np.concatenate(a) for a in zip(*tree_nodes, strict=True))
+                tc = self.constraints_on_tree(ctx, bound, parent, node_rects)
+                values, sol = self.solve_consistency(ctx, parent, y, var, self.consistency_solver, self.cross_check,
+                                                     self.solver_options, tc)
+                solver_name = sol.solver
+                tree = SpatialTree(parent, node_rects, values, h - node_heights)
+                leaves = tree.is_leaf
+                rects, vals, heights = node_rects[leaves], values[leaves], node_heights[leaves]
+            notes = ("leaves after Hay's consistency over HTF's own tree (weighted least squares of every node's "
+                     "draw; values can be negative)", notes[1])
+        stated, notes = self.constraint_accounting(bound, details, notes)
+        rel = self.finish(ctx, grid, rects, vals, timer=timer, notes=notes, details=stated, tree=tree,
+                          solver=solver_name)
         rel.details["leaf_heights"] = heights
         return rel
+
+    def _measurements(self, r0: np.ndarray, r1: np.ndarray, c0: np.ndarray, c1: np.ndarray, parent: np.ndarray,
+                      y1: np.ndarray, value: np.ndarray, pruned: np.ndarray, levels: list[Fraction],
+                      remain: list[Fraction], i: int) -> tuple[np.ndarray, ...]:
+        """One level's nodes for the consistency step: ``(parent, rects, measurement, variance,
+        height)``; a pruned leaf is measured by the value it releases (its second draw, or the
+        average of both with ``combine_pruned``), every other node by its draw."""
+        v1 = float(discrete_laplace_variance(self.scale_for(levels[i])))
+        y = y1.astype(np.float64)
+        var = np.full(y.size, v1)
+        if pruned.size:
+            v2 = float(discrete_laplace_variance(self.scale_for(remain[i])))
+            y[pruned] = np.asarray(value, dtype=np.float64)[pruned]
+            var[pruned] = 1.0 / (1.0 / v1 + 1.0 / v2) if self.combine_pruned else v2
+        return (parent, np.stack([r0, r1, c0, c1], axis=1), y, var, np.full(y.size, i, np.int64))
 
     def _prt_per_level(self, h: int) -> Fraction:
         """The partition budget of one level of a tree of height ``h`` (given per level, or the total

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ON_INFEASIBLE", "LevelSolver", "check_constraint_solver", "check_level_solver"]
+__all__ = ["ON_INFEASIBLE", "LevelSolver", "check_constraint_solver", "check_level_solver", "recorded_option"]
 
 #: what a level does when its rows cannot hold after its noise: stop, or relax them minimally (L1)
 ON_INFEASIBLE = ("abort", "relax")
@@ -119,6 +119,25 @@ def check_constraint_solver(solver: Any, objective: str, integer: bool, *, missi
     if not plugin.available():
         raise UnsupportedProblem(f"solver {plugin.name!r}: its back end cannot be imported here")
     return solver
+
+
+def recorded_option(value: Any) -> Any:
+    """A solver option as a release records it: plain values (numbers, strings, booleans, None, and
+    lists / dicts of them) verbatim, so the option can be passed again (intervals re-run the level
+    solver); any other object (an executor, a pool) as ``"<TypeName>"``, which is not re-usable."""
+    if isinstance(value, (int, float, str, bool, type(None))):
+        return value
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        inner = {k: recorded_option(v) for k, v in value.items()}
+        return inner if not any(_is_placeholder(v) for v in inner.values()) else f"<{type(value).__name__}>"
+    if isinstance(value, (list, tuple)):
+        items = [recorded_option(v) for v in value]
+        return items if not any(_is_placeholder(v) for v in items) else f"<{type(value).__name__}>"
+    return f"<{type(value).__name__}>"
+
+
+def _is_placeholder(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("<") and value.endswith(">")
 
 
 class LevelSolver:
@@ -379,8 +398,7 @@ class LevelSolver:
 
     def params(self) -> dict[str, Any]:
         """For the release's parameters."""
-        shown = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else type(v).__name__)
-                 for k, v in self.options.items()}
+        shown = {k: recorded_option(v) for k, v in self.options.items()}
         out = {"solver": self.name, "objective": self.objective, "solver_options": shown,
                "time_limit": self.time_limit}
         if self.constraint_solver is not None:

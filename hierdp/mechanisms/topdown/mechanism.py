@@ -422,10 +422,11 @@ class TopDownMechanism(LevelwiseMechanism):
         notes: tuple[str, ...] = ()
         resolved = getattr(state, "constraints", None)
         if resolved is not None:
-            relaxed = [r for st in state.stats for r in st.get("relaxations", ())]
-            details["constraints"] = {**resolved.describe(), "on_infeasible": self._on_infeasible,
-                                      "relaxations": relaxed}
-            notes = (resolved.text(), *(_relaxation_note(r, state.names) for r in relaxed))
+            from hierdp.constraints.report import accounting_parts
+
+            details["constraints"], notes = accounting_parts(
+                resolved, on_infeasible=self._on_infeasible, level_names=state.names,
+                relaxations=[r for st in state.stats for r in st.get("relaxations", ())])
         return ctx.accounting(details=details, notes=notes, partial=partial)
 
     def _make_release(self, tree: TopDownTree, ctx: RunContext, state: LevelState, partial: bool,
@@ -434,10 +435,3 @@ class TopDownMechanism(LevelwiseMechanism):
         return TreeRelease(list(state.levels), list(state.names[:n]), self.name, self.solver_name,
                            self._accounting(ctx, state, partial), list(state.timings), list(state.stats),
                            namer=getattr(tree, "namer", None), params=ctx.params(), partial=partial)
-
-
-def _relaxation_note(r: dict[str, Any], names: list[str]) -> str:
-    """The release's line for one relaxed row (failsafe, never silent)."""
-    side = (f"lower bound lowered by {r['lower_by']:,.0f}" if r["lower_by"] > 0
-            else f"upper bound raised by {r['upper_by']:,.0f}")
-    return f"failsafe: constraint {r['row']!r} relaxed at level {r['level']} ({names[r['level']]}): {side}"
