@@ -156,3 +156,17 @@ def test_post_processing_of_measurements_runs_on_every_engine_with_checkpoints(t
     assert np.array_equal(dask.release(meas, total=total, checkpoint=tmp_path / "b").values, serial.values)
     again = CensusPostProcess(batch_children=16).release(meas, total=total, resume=tmp_path / "b")
     assert np.array_equal(again.values, serial.values)
+
+
+def test_das_style_constraints_on_every_engine_give_the_serial_release(process_pool, dask_client):
+    """Each chunk carries its geolevel's constraint plan to the workers: the same release, every
+    constraint holding in every geounit."""
+    from mechanisms.census.test_constraints import STRATEGY as CELLS, _holds, census, das_constraints
+
+    data = census()
+    c, county, total = das_constraints(data)
+    make = lambda **kw: CensusTopDown(rho=0.5, strategy=CELLS, constraints=c, batch_children=4, **kw)
+    serial = make().release(data, seed=2)
+    _holds(serial, data, county, total)
+    for engine in (ProcessEngine(process_pool, partition_children=6), DaskEngine(dask_client, partition_children=6)):
+        _same(serial, make(engine=engine).release(data, seed=2))

@@ -163,6 +163,7 @@ class _Job(NamedTuple):
     L: int                 #: the parents' engine level (geolevel L - 1; 0: the virtual total)
     source: Any            #: the run's randomness
     batch_of_row: np.ndarray  #: per row of the parents' level, its solve batch (fixed by the driver)
+    constraints: Any = None  #: the level's constraints over (geounit, cell) keys (LevelConstraints)
 
 
 class _CensusTask:
@@ -217,6 +218,13 @@ class CensusTopDown(LevelwiseMechanism):
         secure: OS randomness and exact samplers (real releases).
         engine, executor: where geolevels run (``"serial"``, ``"processes"``, ``"dask"`` or an
             engine object; :mod:`hierdp.scale.executors`); a seeded release is the same on each.
+        constraints: a :class:`~hierdp.Constraints` (or the path of a constraint file) over the
+            geounits and cells (DAS-style: ``add_cell_rule(..., levels=[...])`` edit constraints,
+            ``add_zero(node, cells=[...])`` structural zeros, ``add_invariant(node, value,
+            cells=[...])``, bounds and rows over geounit quantities); resolved against the spine
+            and checked for feasibility before any noise, carried up where they aggregate exactly,
+            and honoured in every geounit by the per-parent solve (:mod:`.constrained`). Public
+            input: stated in the accounting; the noise and the ledger do not change.
     """
 
     name = "CensusTopDown"
@@ -229,8 +237,9 @@ class CensusTopDown(LevelwiseMechanism):
                  solver_options: dict[str, Any] | None = None, time_limit: float | None = None,
                  chunk_parents: int = 200, rounding: str = "cells", fast_path: bool = True,
                  max_active_set_updates: int = 50, batch_children: int = 512, engine: Any = None,
-                 executor: Any = None) -> None:
+                 executor: Any = None, constraints: Any = None) -> None:
         self.set_engine(engine, executor)
+        self.constraints = _read_constraints(constraints)
         if rounding not in ("cells", "queries"):
             raise MechanismParameterError(f"rounding must be 'cells' or 'queries', got {rounding!r}")
         self.rounding = rounding
@@ -287,6 +296,8 @@ class CensusTopDown(LevelwiseMechanism):
         p.update({"noise": self.noise.name, "solver": self.solver_name, "invariant_levels": self.invariant_levels,
                   "rounding": self.rounding, "fast_path": self.fast_path,
                   "strategy": None if self.strategy is None else dict(self.strategy.groups)})
+        if getattr(self, "constraints", None) is not None:
+            p["constraints"] = self.constraints.digest()  # part of a checkpoint's identity
         return p
 
     # ------------------------------------------------------------------ run
@@ -438,7 +449,7 @@ class CensusTopDown(LevelwiseMechanism):
         batch_of_row = np.full(len(state.levels[-1]), -1, np.int64)
         if cuts is not None:
             batch_of_row[rows] = np.searchsorted(cuts, np.arange(rows.size), side="right")
-        return _Job(L - 1, source, batch_of_row)
+        return _Job(L - 1, source, batch_of_row, plan)
 
     def _parents_to_expand(self, tree: Any, state: LevelState, L: int, plan: Any
                            ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -447,6 +458,11 @@ class CensusTopDown(LevelwiseMechanism):
         per-parent solve sees the same batches on every engine."""
         prev = state.levels[-1]
         alive = np.flatnonzero((np.asarray(prev.values) > 0).any(axis=1))
+        allowed = None
+        if plan is not None and plan.couples_parents and L >= 2:  # parents a row couples: one batch
+            from hierdp.mechanisms.levelwise import coupled_order
+
+            alive, allowed = coupled_order(alive, _parent_components(plan, prev.keys[alive], int(tree.n_cells)))
         sizes = tree.child_counts(L - 1, prev.keys[alive])
         weight = np.where((sizes > 1) | (L == 1), sizes, 0)  # single children are copied, not solved
         ends = []
@@ -456,8 +472,40 @@ class CensusTopDown(LevelwiseMechanism):
             while start < alive.size:  # one step per batch, not per parent
                 base = cum[start - 1] if start else 0
                 start = max(int(np.searchsorted(cum, base + self.batch_children, side="right")), start + 1)
+                if allowed is not None:  # end a batch only between coupled components
+                    start = int(allowed[np.searchsorted(allowed, start)])
                 ends.append(start)
         return alive, np.asarray(ends, dtype=np.int64)
+
+    # ------------------------------------------------------------------ constraints
+    def _resolve_constraints(self, tree: Any) -> Any:
+        """Bind the constraint set to the spine's (geounit, cell) variables, carry it up and check
+        it for feasibility under the public total (public structure only, before any noise)."""
+        if self.constraints is None:
+            return None
+        from hierdp.mechanisms.census.spine_tree import SpineCells
+
+        cells = SpineCells(tree, self._strategy(int(tree.n_cells)).cell_labels())
+        return self.constraints.resolve(cells, root_public=True, time_limit=max(60.0, float(self.time_limit or 0)))
+
+    def _level_plan(self, state: LevelState, L: int) -> Any:
+        """Engine level L's constraints once levels 0 .. L - 1 are released (None without any).
+
+        Raises:
+            ConstraintsInfeasible: a row over released (fixed) cells only does not hold.
+        """
+        resolved = state.constraints
+        if resolved is None:
+            return None
+        plan = resolved.at_level(L, _cell_levels(state.levels))
+        if plan.fixed_violations:
+            from hierdp.constraints import ConstraintsInfeasible
+
+            shown = "; ".join(f"{plan.rows.name[r]!r} reads {act:,.0f}" for r, act in plan.fixed_violations[:5])
+            raise ConstraintsInfeasible(f"rows whose cells are all fixed once the geolevels above "
+                                        f"{state.names[L]} were released do not hold: {shown}",
+                                        entries=[str(plan.rows.name[r]) for r, _ in plan.fixed_violations], level=L)
+        return plan if plan.has_work else None
 
     # ------------------------------------------------------------------ one chunk (on any engine)
     def _run_census_chunk(self, tree: SpineTree, plan: _Plan, job: _Job, rows: np.ndarray, parent_keys: np.ndarray,
@@ -482,13 +530,14 @@ class CensusTopDown(LevelwiseMechanism):
         lev = job.L  # the children's geolevel
         for s, e in itertools.pairwise(np.asarray(cuts).tolist()):
             ps = solved[s:e]
-            kids, _ = gather_ranges(offsets[:-1][ps], sizes[ps])
+            kids, local_off = gather_ranges(offsets[:-1][ps], sizes[ps])
             t1 = time.perf_counter()
             chunk = self._chunk_of(tree, plan, job, lev, child_keys[kids], true[kids], parent_values[ps],
                                    np.repeat(np.arange(ps.size), sizes[ps]), below_total)
             t2 = time.perf_counter()
             try:
-                out[kids] = self.level_solver.solve(chunk, parent_keys[ps], st)
+                out[kids] = self._solve_batch(chunk, parent_keys[ps], child_keys[kids], np.diff(local_off), job,
+                                              int(K), st)
             except ParentSolveFailed as failed:
                 raise _StageFailed(failed.cause, failed.parents, failed.stage) from failed.cause
             st["noise_s"] += t2 - t1
@@ -497,6 +546,34 @@ class CensusTopDown(LevelwiseMechanism):
         st["released"] = int(keep.sum())
         st["cpu_s"] = time.process_time() - cpu0
         return ChunkResult(child_keys[keep], np.repeat(rows, sizes)[keep], out[keep], None, st)
+
+    def _solve_batch(self, chunk: LevelChunk, parent_ids: np.ndarray, kids: np.ndarray, sizes: np.ndarray, job: _Job,
+                     K: int, st: dict[str, Any]) -> np.ndarray:
+        """One batch of parents: the fast path for the parents no constraint reaches, the
+        constrained two-stage solve (:mod:`.constrained`) for each coupled component of the others."""
+        block = None
+        if job.constraints is not None:
+            block = job.constraints.block((kids[:, None] * K + np.arange(K)[None, :]).ravel())
+        if block is None or block.empty:
+            return self.level_solver.solve(chunk, parent_ids, st)
+        from hierdp.mechanisms.census.constrained import solve_constrained
+
+        col_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64) * K
+        comp = block.group_components(col_off)
+        redo = np.isin(comp, comp[block.touched_groups(col_off)])
+        C = chunk.shape[1]
+        out = np.zeros((C, K), np.int64)
+        if (~redo).any():
+            sub, sk = chunk.subset(~redo)
+            out[sk] = self.level_solver.solve(sub, parent_ids[~redo], st)
+        for c in np.unique(comp[redo]).tolist():  # one Problem pair per coupled component
+            members = comp == c
+            sub, sk = chunk.subset(members)
+            cols = (sk[:, None] * K + np.arange(K)[None, :]).ravel()
+            out[sk] = solve_constrained(sub, block.restrict(cols), parent_ids[members], solver=self.solver,
+                                        rounder=self.rounder, rounding=self.rounding,
+                                        solver_options=self.solver_options, time_limit=self.time_limit, stats=st)
+        return out
 
     def _chunk_of(self, tree: SpineTree, plan: _Plan, job: _Job, lev: int, kids: np.ndarray, true: np.ndarray,
                   parent_values: np.ndarray, child_parent: np.ndarray, below_total: bool) -> LevelChunk:
@@ -565,9 +642,15 @@ class CensusTopDown(LevelwiseMechanism):
             timings[f"{name}_solve"] = float(st.get("solve_s", 0.0))
         extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, outside the "
                  "differential privacy guarantee)" for lv in sorted(prep.invariant) if lv > 0]
-        acc = ctx.accounting(assumptions=extra, partial=partial,
-                             details={"noise": self.noise.name, "measured_geounits": int(spine.measured.sum()),
-                                      "strategy": {g: str(strategy.shares[g]) for g in prep.groups}})
+        details: dict[str, Any] = {"noise": self.noise.name, "measured_geounits": int(spine.measured.sum()),
+                                   "strategy": {g: str(strategy.shares[g]) for g in prep.groups}}
+        notes: tuple[str, ...] = ()
+        if state.constraints is not None:
+            from hierdp.constraints.report import accounting_parts
+
+            details["constraints"], notes = accounting_parts(state.constraints, on_infeasible="abort",
+                                                             level_names=state.names)
+        acc = ctx.accounting(assumptions=extra, partial=partial, details=details, notes=notes)
         return NodeHistogramRelease(
             names=spine.names, parent=spine.parent, level=spine.level, level_names=list(spine.level_names),
             cells=strategy.cell_labels(), values=est, accounting=acc, mechanism=self.name, solver=self.solver_name,
@@ -618,3 +701,55 @@ class CensusTopDown(LevelwiseMechanism):
             out.append(Fraction(cur - prev, spine.gamma_den))
             prev = cur
         return out
+
+
+def _read_constraints(constraints: Any) -> Any:
+    """A constraint set, read now when given as a file path (a bad file is refused before any data)."""
+    if constraints is None:
+        return None
+    import os
+
+    from hierdp.constraints import Constraints
+
+    if not isinstance(constraints, Constraints):
+        if not isinstance(constraints, (str, os.PathLike)):
+            raise MechanismParameterError(f"constraints must be a hierdp.Constraints or the path of a constraint file, "
+                                          f"got {type(constraints).__name__}")
+        constraints = Constraints.read(constraints)
+    return constraints if len(constraints) else None
+
+
+class _CellLevel(NamedTuple):
+    keys: np.ndarray
+    values: np.ndarray
+
+
+def _cell_levels(levels: list[Any]) -> list[_CellLevel]:
+    """Released levels as the cell view names them (key ``u * K + k`` per geounit u and cell k)."""
+    out = []
+    for lv in levels:
+        v = np.asarray(lv.values)
+        K = v.shape[1]
+        out.append(_CellLevel((np.asarray(lv.keys, np.int64)[:, None] * K + np.arange(K)[None, :]).ravel(),
+                              v.ravel()))
+    return out
+
+
+def _parent_components(plan: Any, parent_keys: np.ndarray, K: int) -> np.ndarray:
+    """Per census parent, the component of the parents a constraint row couples (-1: none): a
+    parent joins every component one of its cells is in."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = parent_keys.size
+    lab = plan.coupling((parent_keys[:, None] * K + np.arange(K)[None, :]).ravel()).reshape(n, K)
+    p, k = np.nonzero(lab >= 0)
+    if not p.size:
+        return np.full(n, -1, np.int64)
+    labels, inv = np.unique(lab[p, k], return_inverse=True)
+    m = n + labels.size
+    graph = coo_matrix((np.ones(p.size), (p, n + inv.ravel())), shape=(m, m))
+    _, comp = connected_components(graph, directed=False)
+    out = comp[:n].astype(np.int64)
+    out[~(lab >= 0).any(axis=1)] = -1
+    return out

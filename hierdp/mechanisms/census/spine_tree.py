@@ -118,3 +118,101 @@ class SpineTree:
             h.update(pd.util.hash_array(np.asarray(s.names, dtype=object).astype(str).astype(object)).tobytes())
             self._fingerprint = h.hexdigest()
         return self._fingerprint
+
+
+class SpineCells:
+    """The spine's (geounit, cell) variables as a tree with one count per node: what constraint sets
+    are resolved against (:meth:`hierdp.Constraints.resolve`, :mod:`hierdp.constraints.cells`).
+
+    Node ``(u, k)`` (cell k of geounit u) has key ``u * K + k`` at level ``spine.level[u] + 1``;
+    its parent is cell k of u's parent, and the K cells of the root hang below the virtual node of
+    the total (level 0, key 0), as the level-wise engine solves them. Only public structure: the
+    root count is the public total; nothing here reads a cell's count.
+    """
+
+    #: how a refusal names rows the mechanism imposes itself (none here)
+    public_rows_text = ""
+
+    def __init__(self, tree: SpineTree, cells: Any) -> None:
+        self.spine = tree.spine
+        self.K = int(tree.n_cells)
+        self.cells = np.asarray(cells, dtype=object)
+        self.n_levels = tree.n_levels
+        self.level_names = list(tree.level_names)
+        self.root_key = 0
+        self.root_count = tree.root_count
+        self._ptr, self._child = tree._ptr, tree._child
+        self._parent = np.asarray(self.spine.parent, dtype=np.int64)
+        self.namer = _CellNamer(np.asarray(self.spine.names, dtype=object), self.cells, self.K)
+        self.domain_source = tree.domain_source
+        self.domain_assumption = tree.domain_assumption
+
+    def cell_space(self) -> Any:
+        """The geounits (as the spine names them) and the cells (as the release labels them)."""
+        from hierdp.constraints.cells import CellSpace
+
+        s = self.spine
+        return CellSpace(np.asarray(s.names, dtype=object), np.asarray(s.level, dtype=np.int64),
+                         [str(x) for x in s.level_names], self.cells, "cell", np.asarray(s.parent, dtype=np.int64))
+
+    def cell_keys(self, node: np.ndarray, cell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(level, key)`` of (geounit, cell index) pairs."""
+        node = np.asarray(node, dtype=np.int64)
+        return np.asarray(self.spine.level, dtype=np.int64)[node] + 1, node * self.K + np.asarray(cell, np.int64)
+
+    def public_rows(self, levels: np.ndarray, keys: np.ndarray) -> None:
+        return None
+
+    def keys_of(self, geounits: np.ndarray) -> np.ndarray:
+        """The keys of every cell of the given geounits, ``(len, K)`` (row-major: a LevelChunk's order)."""
+        return np.asarray(geounits, dtype=np.int64)[:, None] * self.K + np.arange(self.K)[None, :]
+
+    def parent_of(self, level: int, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.int64)
+        if level <= 1:
+            return np.zeros(keys.size, np.int64)
+        u, k = np.divmod(keys, self.K)
+        return self._parent[u] * self.K + k
+
+    def expand(self, level: int, parent_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Children of the given cells (structure only: the counts returned are zeros)."""
+        pk = np.asarray(parent_keys, dtype=np.int64)
+        if level == 0:
+            kids = np.tile(np.arange(self.K, dtype=np.int64), pk.size)
+            offsets = np.arange(pk.size + 1, dtype=np.int64) * self.K
+        else:
+            u, k = np.divmod(pk, self.K)
+            starts = self._ptr[u]
+            pos, offsets = gather_ranges(starts, self._ptr[u + 1] - starts)
+            kids = self._child[pos] * self.K + np.repeat(k, np.diff(offsets))
+        return kids, offsets, np.zeros(kids.size, np.int64)
+
+    def counts(self, level: int, keys: np.ndarray) -> np.ndarray:
+        raise TypeError("the cell view of a spine holds its public structure only, no counts")
+
+    def nonzero(self, level: int) -> tuple[np.ndarray, np.ndarray]:
+        raise TypeError("the cell view of a spine holds its public structure only, no counts")
+
+    def level_size(self, level: int) -> int:
+        if level == 0:
+            return 1
+        return int(np.sum(np.asarray(self.spine.level) == level - 1)) * self.K
+
+    def key_names(self, level: int, keys: np.ndarray) -> np.ndarray:
+        return self.namer.key_names(level, keys)
+
+
+class _CellNamer:
+    def __init__(self, names: np.ndarray, cells: np.ndarray, K: int) -> None:
+        self._names, self._cells, self._K = names, cells, K
+
+    def key_names(self, level: int, keys: np.ndarray) -> np.ndarray:
+        keys = np.asarray(keys, dtype=np.int64)
+        if level == 0:
+            return np.array([TOTAL_LEVEL] * keys.size, dtype=object)
+        u, k = np.divmod(keys, self._K)
+        return np.array([f"{self._names[a]}|{self._cells[b]}" for a, b in zip(u.tolist(), k.tolist(), strict=True)],
+                        dtype=object)
+
+    def key_columns(self, level: int, keys: np.ndarray) -> dict[str, np.ndarray]:
+        return {"node": self.key_names(level, keys)}
