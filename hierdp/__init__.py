@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the names, for type checkers and editors
     from hierdp.models import Problem, ProblemError
     from hierdp.privacy import Accountant, Budget, make_rng
     from hierdp.privacy.unit import PrivacyUnit
-    from hierdp.release import Accounting, BaseRelease, TableRelease, TreeRelease
+    from hierdp.release import Accounting, BaseRelease, TableRelease, TreeRelease, load_release
     from hierdp.solvers import available, solve
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
@@ -52,6 +52,7 @@ _LAZY = {
     "TreeRelease": "hierdp.release",
     "available": "hierdp.solvers",
     "compare": "hierdp.comparison",
+    "load_release": "hierdp.release",
     "make_rng": "hierdp.privacy",
     "solve": "hierdp.solvers",
 }
@@ -77,6 +78,7 @@ __all__ = [
     "__version__",
     "available",
     "compare",
+    "load_release",
     "make_rng",
     "mechanisms",
     "plot",

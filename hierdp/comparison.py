@@ -285,7 +285,11 @@ def compare(
         A tidy frame: :data:`COMMON_COLUMNS` then the input's :data:`METRICS`, one row per
         (mechanism, solver, seed, level) for successful runs (``solver`` is the solver asked for,
         or the one the release reports), one row with ``status`` and ``message`` (and no level)
-        for a configuration that could not run. ``frame.attrs["input"]`` is the input kind.
+        for a configuration that could not run. ``frame.attrs["input"]`` is the input kind;
+        ``frame.attrs["accounting"]`` maps each configuration that ran (``"inftda"``,
+        ``"inftda/highs"``) to its accounting document
+        (:func:`hierdp.release.saved.release_document`, of its first seed; ``"seeds"`` lists them
+        all), which ``hierdp compare`` writes beside its CSV.
 
     Raises:
         ValueError: an input kind with no comparison metrics, or a mechanism for another input.
@@ -331,6 +335,7 @@ def compare(
     report = _REPORTS[kind]
     workloads = point_workloads(tuple(data.domain.shape), queries) if kind == "points" else None
     rows: list[dict[str, Any]] = []
+    accounting: dict[str, Any] = {}  # per configuration: its accounting document (the first seed's)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -351,6 +356,10 @@ def compare(
                     if bar is not None:
                         bar.update(len(seed_list) - k)
                     break
+                if conf.label not in accounting:
+                    from hierdp.release.saved import release_document
+
+                    accounting[conf.label] = {**release_document(rel, table=False), "seeds": [int(x) for x in seed_list]}
                 rho_of = rel.accounting.guarantee("zcdp")
                 # the solver asked for (TDA_l2 reports its rounding plug-in whatever its continuous step)
                 solver = conf.solver or getattr(rel, "solver", None) or "-"
@@ -377,6 +386,7 @@ def compare(
     frame["level"] = frame["level"].astype("Int64")
     frame["seed"] = frame["seed"].astype("Int64")
     frame.attrs["input"] = kind
+    frame.attrs["accounting"] = accounting
     return frame
 
 

@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="release the bundled world-cities hierarchy and print a summary")
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--delta", type=float, default=1e-8)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the demo's seeded (reproducible, not for publication) "
+                   "randomness (default 0, as README.md shows)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_demo)
     add_release_parser(sub)

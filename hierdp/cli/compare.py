@@ -21,8 +21,10 @@ Inputs (the layouts of ``hierdp release``, with the same flags and the same publ
   ``--queries`` each).
 
 ``--mechanisms`` defaults to the mechanisms the registry tags for the input's default comparison
-(``hierdp mechanisms`` lists them all). Randomness is seeded (an experiment: reproducible, not for
-publication).
+(``hierdp mechanisms`` lists them all). Randomness is seeded with the ``--seeds`` (an experiment:
+reproducible, not for publication; every run says so). Beside the CSV, ``OUT.accounting.json``
+records each configuration's accounting (mechanism and parameters, guarantees, ledger, assumptions,
+randomness, versions; docs/privacy.md).
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.common import add_privacy_arguments, positive_float, positive_int, split_columns
+from hierdp.cli.common import (
+    add_privacy_arguments,
+    check_accounting_target,
+    input_text,
+    positive_float,
+    positive_int,
+    split_columns,
+    write_compare_accounting,
+)
 from hierdp.cli.console import EXIT_INTERRUPTED, Console, run_interruptible, show_progress
 from hierdp.cli.io import (
     CliError,
@@ -204,6 +214,7 @@ def run_compare(args: argparse.Namespace) -> int:
         raise CliError("sh is (epsilon, delta)-DP: with --rho name --mechanisms without it")
     inputs, spec = _check_input(args, layout)
     out = check_output_path(args.output, inputs, overwrite=args.overwrite)
+    check_accounting_target(out, args.overwrite)
     fig_path = None
     if not args.no_plot:
         fig_path = check_figure_path(args.plot or out.with_name(out.name.split(".")[0] + ".png"), inputs,
@@ -238,6 +249,8 @@ def run_compare(args: argparse.Namespace) -> int:
         data, frame = run_interruptible(work)
         write_table_atomic(frame, out)
         written.append(out)
+        side = write_compare_accounting(frame, out)
+        written.append(side)
         drew = False
         if fig_path is not None and (frame["status"] == "ok").any():
             from hierdp.plot import compare_figure
@@ -251,7 +264,7 @@ def run_compare(args: argparse.Namespace) -> int:
         done = " and ".join(str(p) for p in written)
         console.error(f"interrupted after writing {done}" if written else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    console.say(f"input: {args.input or 'bundled world cities'} -> {data!r}")
+    console.say(input_text(args.input or "bundled world cities", data))
     table = summary(frame)
     if len(table):
         import pandas as pd
@@ -264,8 +277,8 @@ def run_compare(args: argparse.Namespace) -> int:
         console.say(f"not run: {rec['mechanism']} with solver {rec['solver']}: {rec['status']} ({rec['message']})")
     if fig_path is not None and not drew:
         console.say("no figure: no configuration ran")
-    console.say(f"wrote {len(frame):,} rows to {out}" + (f" and the figure to {fig_path}" if drew else "")
-                + f" in {secs:.1f} s")
+    console.say(f"wrote {len(frame):,} rows to {out}, the accounting of each configuration to {side}"
+                + (f" and the figure to {fig_path}" if drew else "") + f" in {secs:.1f} s")
     if console.pipe_closed:
         raise BrokenPipeError(f"stdout was closed early; the results were written to {out}")
     return 0

@@ -89,7 +89,7 @@ def finish_release(console: Console, secure: bool, out: Any) -> int:
     a closed stdout reported (exit 141) after the file is safely written."""
     if not secure:
         console.warn(f"{out} was made with seeded randomness (reproducible, not for publication); "
-                     "use --secure for a release you publish")
+                     "drop --seed for a release you publish (secure is the default)")
     if console.pipe_closed:
         raise BrokenPipeError(f"stdout was closed early; the release was written to {out}")
     return 0

@@ -24,7 +24,8 @@ Layout (chosen by ``--unit``)::
   applies to ``pgsr_topdown`` only (the other mechanisms' feasible sets are decided in full before
   any noise).
 
-The output has one row per (region, size): ``level, level_name, node, parent, size, value``.
+The output has one row per (region, size): ``level, level_name``, one column per region level,
+``node, parent, size, value``; ``OUT.accounting.json`` beside it holds the accounting.
 Everything that can be refused is refused before the input is read and before any noise.
 """
 
@@ -36,14 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from hierdp.cli.common import (
+    check_accounting_target,
     check_randomness_flags,
+    input_text,
     positive_int,
     randomness_text,
+    save_output,
     seed_for_run,
     split_columns,
 )
 from hierdp.cli.console import finish_release, show_progress
-from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
+from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table
 from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
 
 __all__ = ["add_group_size_arguments", "check_group_size_arguments", "domain_text", "read_count_of_counts",
@@ -181,6 +185,7 @@ def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
     for f in files:
         check_input_file(f, "input" if f == Path(args.input) else "--geo")
     out = check_output_path(args.output, files, overwrite=args.overwrite)
+    check_accounting_target(out, args.overwrite)
     name = args.mechanism or default_mechanism("groups")
     check_mechanism_fits(name, "groups")
     check_solver_flags(args, name)
@@ -198,18 +203,18 @@ def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
             t_build = time.perf_counter() - t0
             return data, t_build, mech.release(data, seed=seed, progress=show_progress(args))
 
-        data, t_build, rel = run_interruptible(work)
+        data, _build_s, rel = run_interruptible(work)
         frame = rel.to_frame()
-        write_table_atomic(frame, out)
+        side = save_output(rel, out, frame, overwrite=args.overwrite)
         written = True
-        console.say(f"input: {args.input} -> {data!r} (built in {t_build:.2f} s)")
+        console.say(input_text(args.input, data))
         console.say(rel.accounting_text())
         console.say(f"consistency violations (#CV): {rel.count_violations()}; level totals: "
                     + ", ".join(f"{rel.level_names[lev]} {int(rel.values[rel.level == lev].sum()):,}"
                                 for lev in range(rel.n_levels)) + f" (G = {data.G:,})")
-        console.say(f"wrote {len(frame):,} rows (region x size) to {out}")
+        console.say(f"wrote {len(frame):,} rows (region x size) to {out} and its accounting to {side}")
     except KeyboardInterrupt:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    return finish_release(console, args.secure, out)
+    return finish_release(console, rel.params.get("randomness") == "secure", out)

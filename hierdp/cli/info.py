@@ -75,7 +75,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"{int(tree.counts[0]):,} people; built in {time.perf_counter() - t0:.2f} s")
     console.say(f"privacy: epsilon={args.epsilon}, delta={args.delta}, bounded DP (world total public); "
                 "domain declared (the public GeoNames city list)")
-    console.say(randomness_text(False, args.seed, drawn=False) + "\n")
+    how = "the demo's documented default; --seed N for another" if args.seed == 0 else "given with --seed"
+    console.say(randomness_text(False, args.seed, how=how) + "\n")
 
     main = InfTDA(epsilon=args.epsilon, delta=args.delta, solver="intopt")
     release = main.release(tree, seed=args.seed, progress=show_progress(args))

@@ -42,8 +42,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.common import check_randomness_flags, randomness_text, seed_for_run
-from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
+from hierdp.cli.common import (
+    check_accounting_target,
+    check_randomness_flags,
+    input_text,
+    randomness_text,
+    save_output,
+    seed_for_run,
+)
+from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table
 from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
 
 __all__ = [
@@ -256,10 +263,12 @@ def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
         out = _outside(x, y, box)
         if out.any():
             i = int(np.flatnonzero(out)[0])
+            from hierdp.privacy.disclosure import quote_private
+
+            where = quote_private(f"{names[0]} {float(x[i])!r}, {names[1]} {float(y[i])!r}", "at", verbatim=True)
             raise CliError(f"input {Path(args.input).name}: {int(out.sum())} point(s) lie outside --box "
-                           f"{' '.join(f'{v:g}' for v in box)}, e.g. row {i} ({names[0]} {float(x[i])!r}, {names[1]} "
-                           f"{float(y[i])!r}); enlarge the box or filter the points first (nothing is dropped "
-                           "silently)")
+                           f"{' '.join(f'{v:g}' for v in box)}, e.g. row {i}{where}; enlarge the box or filter the "
+                           "points first (nothing is dropped silently)")
     weights = None
     if args.count:
         weights = df[args.count].to_numpy()
@@ -281,11 +290,8 @@ def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
 
 
 def _frame(rel: Any, names: tuple[str, str]) -> Any:
-    frame = rel.to_frame()
-    if names != ("x", "y"):
-        frame = frame.rename(columns={f"x_{e}": f"{names[0]}_{e}" for e in ("min", "max")}
-                             | {f"y_{e}": f"{names[1]}_{e}" for e in ("min", "max")})
-    return frame
+    rel.axes = tuple(names)  # the coordinate columns are lon_min ... lat_max with --lon/--lat
+    return rel.to_frame()
 
 
 def run_points(args: argparse.Namespace, layout: Layout) -> int:
@@ -295,6 +301,7 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
     console = Console("hierdp release")
     inp = check_input_file(args.input, "input")
     out = check_output_path(args.output, [inp], overwrite=args.overwrite)
+    check_accounting_target(out, args.overwrite)
     name = args.mechanism or default_mechanism("points")
     check_mechanism_fits(name, "points")
     check_solver_flags(args, name)
@@ -313,24 +320,26 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
             t_build = time.perf_counter() - t0
             return grid, t_build, mech.release(grid, seed=seed, progress=show_progress(args))
 
-        grid, t_build, rel = run_interruptible(work)
+        grid, build_s, rel = run_interruptible(work)
         problems = rel.check_consistency()
         if problems:  # a bug, not bad input: refuse to write a release that breaks its promise
             raise RuntimeError(f"the release of {spec['name']} is not a tiling of the grid: {problems[0]}")
         frame = _frame(rel, spec["names"])
         t0 = time.perf_counter()
-        write_table_atomic(frame, out)
+        side = save_output(rel, out, frame, overwrite=args.overwrite)
         t_write = time.perf_counter() - t0
         written = True
-        console.say(f"input: {args.input} -> {grid!r} (binned in {t_build:.2f} s)")
+        console.say(input_text(args.input, grid))
+        console.say(f"read and binned in {build_s:.2f} s (timings are for the operator: never publish them)")
         console.say(rel.accounting_text())
         console.say(f"released {rel.n_leaves:,} leaves tiling the {grid.shape[0]} x {grid.shape[1]} grid"
                     + (f" (consistency solver {rel.solver})" if rel.solver else "") + "; seconds per phase: "
                     + ", ".join(f"{k} {v:.3f}" for k, v in rel.timings.items()))
-        console.say(f"wrote {len(frame):,} rows (one per leaf) to {out} in {t_write:.2f} s")
+        console.say(f"wrote {len(frame):,} rows (one per leaf) to {out} and its accounting to {side} in "
+                    f"{t_write:.2f} s")
     except KeyboardInterrupt:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    return finish_release(console, args.secure, out)
+    return finish_release(console, rel.params.get("randomness") == "secure", out)
 

@@ -33,10 +33,11 @@ def add_release_parser(subparsers: Any) -> None:
     add_privacy_arguments(p)
     rnd = p.add_argument_group("randomness")
     rnd.add_argument("--secure", action="store_true",
-                     help="OS randomness and exact samplers: use this for a release you publish")
+                     help="OS randomness and exact samplers, for a release you publish: the default (the flag says "
+                          "so explicitly; not with --seed)")
     rnd.add_argument("--seed", type=seed_int, default=None,
-                     help="seed for a reproducible experiment (not for publication; not with --secure). "
-                          "Without --seed and --secure a seed is drawn and printed")
+                     help="seeded randomness for a reproducible experiment (opt-in; not for publication: the seed "
+                          "recovers the noise). Without --seed the release is secure")
     mech = p.add_argument_group("mechanism")
     mech.add_argument("--mechanism", choices=registry.names(), default=None,
                       help="registered mechanism that fits the layout (default inftda for trees; pgsr_mdp with "

@@ -22,9 +22,14 @@ rows, which reveals a node whose only record is one person; that is refused unle
 Identifiers are read verbatim as text (``01001`` and ``NA`` stay themselves); only the count
 column is numeric (exact integers). Rows are numbered from 0, the header not counted.
 
-The output (CSV, ``.csv.gz``, or Parquet for ``.parquet``/``.pq``) has one row per released node.
-It is written atomically, never over an input, and over an existing file only with
-``--overwrite``.
+The output (CSV, ``.csv.gz``, or Parquet for ``.parquet``/``.pq``) has, for ``--levels``, one row
+per node of the domain, zeros included: ``level, level_name``, one column per level (the node's value
+at each level, empty below its own), ``node`` (its name), ``parent`` (the parent's name), ``key``,
+``value``; for O/D trees (trips, the level layout) one row per released pair, with ``origin_level,
+origin, destination_level, destination`` (a pair not listed is 0). Beside it, ``OUT.accounting.json``
+holds the release's accounting (docs/privacy.md; also inside a Parquet file); ``hierdp.load_release
+(OUT)`` reads both back. Both are written atomically, never over an input, and over existing files
+only with ``--overwrite``.
 
 Scale-out (TopDown mechanisms, docs/scale.md): ``--engine processes|dask`` runs each level's
 partitions on a process pool or a Dask cluster (``--scheduler ADDRESS``, else a local cluster of
@@ -37,14 +42,24 @@ interrupted run from its last finished level (same input and parameters, else re
 from __future__ import annotations
 
 import argparse
-import secrets
 import time
 from pathlib import Path
 from typing import Any
 
-from hierdp.cli.common import check_randomness_flags, privacy_context, randomness_text, split_columns
+import numpy as np
+
+from hierdp.cli.common import (
+    check_accounting_target,
+    check_randomness_flags,
+    input_text,
+    privacy_context,
+    release_randomness,
+    save_output,
+    seed_for_run,
+    split_columns,
+)
 from hierdp.cli.console import EXIT_INTERRUPTED, Console, finish_release, run_interruptible, show_progress
-from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, write_table_atomic
+from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table
 from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
 from hierdp.cli.scaleout import check_scale_arguments, close_dask_client, is_dataset, open_dask_client
 
@@ -228,6 +243,7 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
     if not Path(args.input).exists():
         raise CliError(f"input file not found: {args.input}")
     out = check_output_path(args.output, input_files(args), overwrite=args.overwrite)
+    check_accounting_target(out, args.overwrite)
     name = args.mechanism or default_mechanism("tree")
     check_mechanism_fits(name, "tree")
     check_solver_flags(args, name)
@@ -246,12 +262,8 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
         levelwise = [n for n in registry.names(input="tree") if "level" in registry.info(n).solver_shapes]
         raise CliError(f"{flags[0]} applies to the TopDown mechanisms ({', '.join(levelwise)}), not to --mechanism "
                        f"{args.mechanism}")
-    drawn = not args.secure and args.seed is None and args.resume is None
-    seed = None if args.secure else (secrets.randbelow(2**32) if drawn else args.seed)
-    if args.resume is not None and not args.secure and seed is None:
-        console.say("randomness: seeded (reproducible, not for publication), the checkpoint's seed")
-    else:
-        console.say(randomness_text(args.secure, seed, drawn))
+    seed, _ = seed_for_run(args)  # secure by default: a seed only with --seed
+    console.say(release_randomness(args))
     console.say(domain_text(args))
     client = open_dask_client(args) if args.engine == "dask" else None  # unreachable: refused before reading
     if client is not None:
@@ -280,24 +292,27 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
             return tree, t_build, mech.release(tree, seed=seed, progress=show_progress(args), **extra)
 
         try:
-            tree, t_build, rel = run_interruptible(work)
+            tree, _build_s, rel = run_interruptible(work)
         except PrivacyError as exc:
             if isinstance(exc, ObservedDomainError):
                 raise
             raise privacy_context(args, exc) from None
         finally:
             close_dask_client(client)
+        nonzero = [int(np.count_nonzero(lv.values)) for lv in rel.levels]
+        if layout.shape in (None, "levels"):
+            rel = rel.with_domain(tree)  # one row per node of the domain, zeros included
         frame = rel.to_frame()
-        write_table_atomic(frame, out)
+        side = save_output(rel, out, frame, overwrite=args.overwrite)
         written = True
-        console.say(f"input: {args.input} -> {tree!r} (built in {t_build:.2f} s)")
+        console.say(input_text(args.input, tree))
         console.say(rel.accounting_text())
-        console.say("per level: released nodes, seconds")
-        for lev, (lv, secs) in enumerate(zip(rel.levels, rel.timings, strict=False)):
-            console.say(f"  {lev:>2} {rel.level_names[lev]:<28} {len(lv):>10,} {secs:>9.3f}")
-        console.say(f"wrote {len(frame):,} rows to {out}")
+        console.say("per level: non-zero released nodes, seconds (timings are for the operator: never publish them)")
+        for lev, (count, secs) in enumerate(zip(nonzero, rel.timings, strict=False)):
+            console.say(f"  {lev:>2} {rel.level_names[lev]:<28} {count:>10,} {secs:>9.3f}")
+        console.say(f"wrote {len(frame):,} rows to {out} and its accounting to {side}")
     except KeyboardInterrupt:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    return finish_release(console, args.secure, out)
+    return finish_release(console, rel.params.get("randomness") == "secure", out)

@@ -17,6 +17,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from hierdp.privacy.disclosure import WITHHELD_HINT, quote_private, show_private_values
 from hierdp.hierarchy._tree import check_unique_names, object_array
 from hierdp.hierarchy.counts import checked_total, coerce_counts
 from hierdp.hierarchy.errors import (
@@ -413,7 +414,12 @@ def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = No
     st = frame_structure(df, levels, count, root_name=root_name, domain=domain)
     names = st.all_names()
     if not st.names_are_unique():  # only then can two paths spell one name: find and name them
-        check_unique_names(names, st.parent)
+        try:
+            check_unique_names(names, st.parent)
+        except MultipleParentsError as exc:
+            raise MultipleParentsError(f"{exc}: node names join the level values with {PATH_SEP!r}, so a value "
+                                       f"containing {PATH_SEP!r} can spell another path's name; rename one of the "
+                                       "two values") from None
     return FrameTree(names, st.parent, st.level_ptr, st.level_names, st.counts)
 
 
@@ -432,8 +438,10 @@ def _check_rows_in_domain(order: np.ndarray, leaf_starts: np.ndarray, m_dom: int
         rows = order[bad] - m_dom
         i = int(rows.min())
         path = "/".join(str(df[c].iloc[i]) for c in levels)
-        raise UnknownNodeError(f"row {df.index[i]!r}: path {path!r} is not in the declared domain"
-                               + (f" ({rows.size} rows are outside it)" if rows.size > 1 else ""))
+        # name the row, not its content: the path of a row outside the domain is private data
+        raise UnknownNodeError(f"row {df.index[i]!r}: its path{quote_private(path)} is not in the declared domain"
+                               + (f" ({rows.size} rows are outside it)" if rows.size > 1 else "")
+                               + f" ({WITHHELD_HINT})" * (not show_private_values()))
 
 
 # ---------------------------------------------------------------------------- from edges

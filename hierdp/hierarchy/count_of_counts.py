@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hierdp.privacy.disclosure import quote_private
 from hierdp.hierarchy.core import Hierarchy
 from hierdp.hierarchy.domain import DECLARED, OBSERVED
 from hierdp.hierarchy.errors import EmptyInputError, HierarchyError, UnknownColumnError
@@ -235,7 +236,7 @@ class CountOfCounts:
         sizes = _positive_sizes(df[size], size)
         return cls._build(df, levels, df[unit], sizes, K=K, domain=domain,
                           observed_domain_public=observed_domain_public, observed_k_public=observed_k_public,
-                          top_code=top_code, root_name=root_name)
+                          top_code=top_code, root_name=root_name, rows=df.index.to_numpy())
 
     @classmethod
     def from_persons(cls, df: pd.DataFrame, *, unit: str, levels: Sequence[str], person: str | None = None,
@@ -262,12 +263,13 @@ class CountOfCounts:
         sizes = np.bincount(codes, minlength=uniques.size).astype(np.int64)
         return cls._build(units, levels, units[unit], sizes, K=K, domain=domain,
                           observed_domain_public=observed_domain_public, observed_k_public=observed_k_public,
-                          top_code=top_code, root_name=root_name)
+                          top_code=top_code, root_name=root_name, rows=df.index.to_numpy()[first])
 
     @classmethod
     def _build(cls, units: pd.DataFrame, levels: list[str], unit_ids: pd.Series, sizes: np.ndarray, *,
                K: int | None, domain: Any, observed_domain_public: bool, observed_k_public: bool,
-               top_code: bool, root_name: str | None) -> CountOfCounts:
+               top_code: bool, root_name: str | None, rows: Any) -> CountOfCounts:
+        """``rows``: each unit's row label in the caller's input (messages name rows, not values)."""
         k_source = DECLARED
         if K is None:
             if top_code:
@@ -276,9 +278,11 @@ class CountOfCounts:
         K = _check_k(K)
         too_big = sizes > K
         if too_big.any() and not top_code:
-            i = int(np.flatnonzero(too_big)[np.argmax(sizes[too_big])])
-            raise GroupSizeError(f"K={K} is smaller than an observed size: unit {_show(unit_ids.iloc[i])!r} has size "
-                                 f"{int(sizes[i])} ({int(too_big.sum())} unit(s) above K; pass a larger K (--max-size), or "
+            i = int(np.flatnonzero(too_big)[0])
+            # name the row, not the unit or its size (private data; HIERDP_SHOW_DATA=1 quotes them)
+            shown = quote_private(f"unit {_show(unit_ids.iloc[i])!r} of size {int(sizes[i])}", verbatim=True)
+            raise GroupSizeError(f"K={K} is smaller than an observed size: the unit at row {_show(rows[i])!r}{shown} "
+                                 f"is larger ({int(too_big.sum())} unit(s) above K; pass a larger K (--max-size), or "
                                  "top_code=True (--top-code) to count them in size K)")
         sizes = np.minimum(sizes, K)
         regions = Hierarchy.from_frame(units[levels], levels, root_name=root_name, domain=domain,
@@ -289,13 +293,15 @@ class CountOfCounts:
             paths = paths + "/" + units[c].astype(str).to_numpy(dtype=object)
         leaf = pd.Index(leaf_names).get_indexer(paths)
         if np.any(leaf < 0):  # cannot happen for frames Hierarchy.from_frame accepted
-            raise GroupSizeError(f"unit {unit_ids.iloc[int(np.flatnonzero(leaf < 0)[0])]!r}: region not found")
+            raise GroupSizeError(f"the unit at row {_show(rows[int(np.flatnonzero(leaf < 0)[0])])!r}: region not found")
         leaf = leaf + int(regions.level_ptr[-2])
         by_size = np.zeros((K, regions.n), np.int64)
         np.add.at(by_size, (sizes - 1, leaf), 1)
         by_size = _aggregate(regions, by_size)
+        # the note follows the declared option, never the data: whether some unit exceeds K is private
+        # (one person joining a size-K unit flips it)
         return cls(regions, by_size, K=K, k_source=k_source, observed_k_public=observed_k_public,
-                   top_coded=bool(top_code and too_big.any()))
+                   top_coded=bool(top_code))
 
 
 # ---------------------------------------------------------------------------------- the dynamic-programming tree
@@ -433,8 +439,15 @@ def _need_columns(df: pd.DataFrame, cols: Sequence[str]) -> None:
             raise GroupSizeError(f"column {c!r} has a missing value at row {_show(df.index[int(np.flatnonzero(bad)[0])])!r}")
 
 
+def _rows_text(df: pd.DataFrame, mask: np.ndarray) -> str:
+    """``"rows 3 and 7"``: the first two rows of ``mask`` (messages name rows, not values)."""
+    rows = df.index[mask][:2].tolist()
+    return f"rows {_show(rows[0])!r} and {_show(rows[1])!r}"
+
+
 def _check_unit_regions(df: pd.DataFrame, unit: str, levels: list[str], *, per_person: bool) -> None:
-    """A unit id maps to one region path (and, for unit rows, to one row)."""
+    """A unit id maps to one region path (and, for unit rows, to one row). Messages name the rows;
+    the unit id and its regions are quoted only with ``HIERDP_SHOW_DATA=1``."""
     ids = df[unit]
     dup = ids.duplicated(keep=False).to_numpy()
     if not dup.any():
@@ -444,13 +457,15 @@ def _check_unit_regions(df: pd.DataFrame, unit: str, levels: list[str], *, per_p
     clash = distinct[unit].duplicated(keep=False).to_numpy()
     if clash.any():
         u = distinct[unit].to_numpy()[clash][0]
-        paths = distinct.loc[distinct[unit] == u, levels].astype(str).agg("/".join, axis=1).tolist()
-        raise GroupSizeError(f"unit {_show(u)!r} is in two regions: {paths[0]!r} and {paths[1]!r}")
+        first_two = distinct.index[distinct[unit].to_numpy() == u][:2]
+        paths = distinct.loc[first_two, levels].astype(str).agg("/".join, axis=1).tolist()
+        mask = df.index.isin(first_two)
+        raise GroupSizeError(f"{_rows_text(df, mask)} put one unit in two regions"
+                             f"{quote_private(f'unit {_show(u)!r} in {paths[0]!r} and {paths[1]!r}', verbatim=True)}")
     if not per_person:
         u = ids.to_numpy()[dup][0]
-        rows = df.index[ids.to_numpy() == u].tolist()
-        raise GroupSizeError(f"unit {_show(u)!r} is listed twice (rows {_show(rows[0])!r} and {_show(rows[1])!r}); give one row per "
-                             "group (or use from_persons for one row per person)")
+        raise GroupSizeError(f"{_rows_text(df, ids.to_numpy() == u)} list the same unit{quote_private(_show(u), 'unit')}; "
+                             "give one row per group (or use from_persons for one row per person)")
 
 
 def _check_persons(df: pd.DataFrame, person: str, unit: str) -> None:
@@ -462,10 +477,13 @@ def _check_persons(df: pd.DataFrame, person: str, unit: str) -> None:
     clash = sub[person].duplicated(keep=False).to_numpy()
     if clash.any():
         p = sub[person].to_numpy()[clash][0]
-        units = sub.loc[sub[person] == p, unit].tolist()
-        raise GroupSizeError(f"person {_show(p)!r} is in two units: {_show(units[0])!r} and {_show(units[1])!r}")
+        first_two = sub.index[sub[person].to_numpy() == p][:2]
+        units = sub.loc[first_two, unit].tolist()
+        raise GroupSizeError(f"{_rows_text(df, df.index.isin(first_two))} put one person in two units"
+                             f"{quote_private(f'person {_show(p)!r} in {_show(units[0])!r} and {_show(units[1])!r}', verbatim=True)}")
     p = pair[person].to_numpy()[dup][0]
-    raise GroupSizeError(f"person {_show(p)!r} is listed twice in unit {_show(pair.loc[pair[person] == p, unit].iloc[0])!r}")
+    raise GroupSizeError(f"{_rows_text(df, pair[person].to_numpy() == p)} list the same person twice in one unit"
+                         f"{quote_private(_show(p), 'person')}")
 
 
 def _positive_sizes(col: pd.Series, name: str) -> np.ndarray:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from hierdp.privacy.disclosure import quote_private
 from hierdp._segments import children_csr
 from hierdp.hierarchy.errors import (
     EmptyInputError,
@@ -115,8 +116,9 @@ class Geography:
         if np.any(pos < 0):
             k = int(np.flatnonzero(pos < 0)[0])
             n_bad = int(np.sum(pos < 0))
-            raise UnknownNodeError(f"{what}: area {arr[k]!r} (row {k}) is not a finest-level area of the geography "
-                                   f"(level {self.level_names[-1]!r})"
+            # name the row, not the area it names (a trip's origin or destination is private)
+            raise UnknownNodeError(f"{what}: row {k} names an area{quote_private(arr[k])} that is not a finest-level "
+                                   f"area of the geography (level {self.level_names[-1]!r})"
                                    + (f"; {n_bad} rows name unknown areas" if n_bad > 1 else ""))
         return pos.astype(np.int64)
 
@@ -127,7 +129,7 @@ class Geography:
         pos = index.get_indexer(arr)
         if np.any(pos < 0):
             k = int(np.flatnonzero(pos < 0)[0])
-            raise UnknownNodeError(f"{what}: area {arr[k]!r} (row {k}) is not in the geography")
+            raise UnknownNodeError(f"{what}: row {k} names an area{quote_private(arr[k])} that is not in the geography")
         return pos.astype(np.int64)
 
     def check_ancestors(self, finest_idx: np.ndarray, level_ids: Sequence[Any], columns: Sequence[str],
@@ -147,9 +149,10 @@ class Geography:
             if np.any(bad):
                 i = int(np.flatnonzero(bad)[0])
                 fin = self.names[self.g][finest_idx[i]]
+                shown = quote_private(f"area {str(fin)!r} in {got[i]!r}, the geography's {want[i]!r}", verbatim=True)
                 raise HierarchyError(
-                    f"{what}: row {i} puts area {str(fin)!r} in {got[i]!r} (column {columns[k]!r}), but the "
-                    f"geography puts it in {want[i]!r} (level {self.level_names[lev]!r})")
+                    f"{what}: row {i} puts its area under another parent (column {columns[k]!r}) than the "
+                    f"geography does (level {self.level_names[lev]!r}){shown}")
 
     # ------------------------------------------------------------------ builders
     @classmethod

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hierdp.privacy.disclosure import quote_private
 from hierdp.hierarchy.errors import HierarchyError
 
 __all__ = [
@@ -264,10 +265,11 @@ class SpatialGrid:
             outside = (xs < domain.x_min) | (xs > domain.x_max) | (ys < domain.y_min) | (ys > domain.y_max)
             if outside.any():
                 k = int(np.flatnonzero(outside)[0])
+                # name the point, not where it is (its coordinates are private; HIERDP_SHOW_DATA=1 quotes them)
                 raise SpatialDataError(
-                    f"{int(outside.sum())} point(s) lie outside the box {domain.describe()}, e.g. point {k} at "
-                    f"({xs[k]!r}, {ys[k]!r}); enlarge the box or filter the points first (dropping them silently "
-                    "would change the data without saying so)")
+                    f"{int(outside.sum())} point(s) lie outside the box {domain.describe()}, e.g. point {k}"
+                    f"{quote_private((float(xs[k]), float(ys[k])), 'at')}; enlarge the box or filter the points first "
+                    "(dropping them silently would change the data without saying so)")
             source, assumption = "declared", None
         row, col = domain.bin(xs, ys)
         flat = row * domain.cols + col

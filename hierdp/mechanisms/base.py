@@ -3,8 +3,8 @@
 A mechanism is built with a privacy spec and options, then run on data::
 
     mech = hierdp.mechanisms.create("inftda", epsilon=1.0, delta=1e-8)   # or InfTDA(epsilon=..., ...)
-    rel = mech.release(tree, seed=0)                   # experiments: reproducible numpy randomness
-    rel = mech.release(tree, secure=True)              # real releases: OS randomness, exact samplers
+    rel = mech.release(tree)                           # real releases (the default): OS randomness, exact samplers
+    rel = mech.release(tree, seed=0)                   # experiments (opt-in): reproducible numpy randomness
     rel = mech.release(tree, accountant=acct)          # several releases under one budget
 
 * **Privacy spec**: exactly one of ``epsilon`` (with ``delta`` where the calculus needs it),
@@ -16,8 +16,12 @@ A mechanism is built with a privacy spec and options, then run on data::
   :class:`~hierdp.release.Accounting`. Before any noise it (1) checks that the data's domain is
   public (:func:`~hierdp.privacy.domain.check_public_domain`: a domain read off the rows is refused
   unless declared public, and the release then states that assumption), (2) resolves the
-  randomness (:func:`~hierdp.privacy.rng.resolve_rng`: ``secure=True`` refuses a seed or a numpy
-  generator), and (3) checks that a caller's ``accountant`` can pay for the whole release.
+  randomness: **secure by default** (OS randomness, exact samplers) unless a ``seed`` or a numpy
+  ``rng`` is given; ``secure=True`` refuses a seed or a numpy generator; ``secure=False`` without a
+  seed draws a 128-bit one (:func:`~hierdp.privacy.rng.draw_seed`) and records it
+  (:func:`~hierdp.privacy.rng.resolve_rng`), and (3) checks that a caller's ``accountant`` can pay
+  for the whole release. The release's ``params`` say which randomness it used
+  (``"randomness": "secure"`` or ``"seeded"`` with its ``"seed"``).
 * **Spends** are recorded in the run's ledger - and in the caller's accountant - *before* each
   part's noise is drawn, so an aborted run (:class:`ReleaseAborted`) never loses a spend.
 
@@ -41,7 +45,7 @@ from hierdp.privacy.calibration import exact
 from hierdp.privacy.domain import check_public_domain
 from hierdp.privacy.errors import BudgetExceeded, PrivacyParameterError
 from hierdp.privacy.noise import NoiseModel
-from hierdp.privacy.rng import resolve_rng
+from hierdp.privacy.rng import draw_seed, resolve_rng, secure_by_default
 from hierdp.privacy.spec import PrivacySpec
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release.accounting import Accounting, Spend
@@ -200,6 +204,28 @@ class RunContext:
         self.spends.append(Spend(label, converted, dict(details)))
         return converted
 
+    def path_charge(self, amount: Budget) -> Budget | None:
+        """What a caller's zCDP accountant must be charged for a pure spend ``amount`` whose parts
+        do not compose as independent mechanisms - per-node budgets, where a level's part is the
+        increase of the largest root-to-node path sum, not the budget of any one measurement.
+
+        Independent ε_l-DP parts may be charged Σ ε_l²/2 (each is ε_l²/2-zCDP), but a per-node
+        level is not ε_l-DP: one person's path can spend more at that level than its part (paths
+        (0.1, 0.5, 0.4) and (0.1, 0.1, 0.8) with parts 0.1, 0.5, 0.4). What holds after every prefix
+        of parts is the pure composition: ε_≤l-DP with ε_≤l the sum of the parts so far, hence
+        ε_≤l²/2-zCDP. So each part is charged the increase of that figure, (ε_≤l² - ε_<l²)/2: the
+        charges telescope to exactly the zCDP the release states, after an abort too.
+
+        Returns ``None`` (charge as usual) when there is no external zCDP accountant or the spend is
+        not pure.
+        """
+        if (self.external is None or self.external.total.calculus != "zcdp" or amount.calculus != "pure"
+                or self.total.calculus != "pure"):
+            return None
+        before = self.ledger.spent.exact_parameters["epsilon"]
+        after = before + amount.exact_parameters["epsilon"]
+        return Budget("zcdp", rho=(after * after - before * before) / 2)
+
     def spend_noise(self, amount: Budget, label: str, noise: NoiseModel, parameter: Any, sensitivity: int, *,
                     external: Budget | None = None, **details: Any) -> Budget:
         """:meth:`spend` with the noise's standard details: its name, its parameter (``sigma2`` or
@@ -333,23 +359,30 @@ class Mechanism(ABC):
         p.update(self.unit.as_dict())
         return p
 
-    def _secure_for(self, secure: Any) -> bool:
-        if secure is None:
-            return self.secure
-        if type(secure).__name__ not in ("bool", "bool_"):
-            raise PrivacyParameterError(f"secure must be True, False or None, got {secure!r}")
-        if self.secure and not secure:
+    def _secure_for(self, secure: Any, *, seed: Any = None, rng: Any = None) -> bool:
+        """Whether a run is secure: always when the mechanism was built with ``secure=True``; else
+        as the release says, and by default (``secure=None``) unless a seed or a numpy generator is
+        given (:func:`~hierdp.privacy.rng.secure_by_default`)."""
+        if secure is None and self.secure:
+            return True
+        run_secure = secure_by_default(secure, seed, rng)
+        if self.secure and not run_secure:
             raise PrivacyParameterError(
                 f"secure: {self.name} was built with secure=True; a release cannot downgrade to seeded randomness")
-        return bool(secure)
+        return run_secure
 
     def start(self, data: Any, *, seed: Any = None, rng: Any = None, secure: Any = None,
               accountant: Accountant | None = None, external_total: Budget | None = None,
               approx_cost: Callable[[], Budget] | None = None) -> RunContext:
         """Every check that can refuse a run, in order, before any noise: the data's domain is
-        public (or declared public), the randomness fits the mode, the accountant can pay."""
+        public (or declared public), the randomness fits the mode (secure by default; a seeded run
+        asked for with ``secure=False`` and no seed gets a drawn 128-bit seed, recorded), the
+        accountant can pay."""
         assumption = check_public_domain(_domain_owner(data), what=f"release with {self.name}")
-        generator = resolve_rng(rng, seed, secure=self._secure_for(secure))
+        run_secure = self._secure_for(secure, seed=seed, rng=rng)
+        if not run_secure and seed is None and rng is None:
+            seed = draw_seed()
+        generator = resolve_rng(rng, seed, secure=run_secure)
         return RunContext(self, rng=generator, seed=seed if rng is None else None, assumption=assumption,
                           accountant=accountant, external_total=external_total, approx_cost=approx_cost)
 

@@ -202,8 +202,13 @@ class LevelwiseMechanism(Mechanism):
         if checkpoint is not None or resume is not None:
             from hierdp.scale.checkpoint import CheckpointRun
 
+            if resume is not None and secure is None and seed is None and rng is None and not self.secure:
+                from hierdp.scale.checkpoint import recorded_randomness
+
+                recorded = recorded_randomness(resume)  # a resume without randomness follows the checkpoint's
+                secure = None if recorded is None else recorded == "secure"
             run = CheckpointRun.open(self, tree, checkpoint=checkpoint, resume=resume,
-                                     secure=self._secure_for(secure), accountant=accountant)
+                                     secure=self._secure_for(secure, seed=seed, rng=rng), accountant=accountant)
         try:
             session = self.engine.open(self._task(prep), tree)  # connects, sends the tree: before any noise
         except BaseException:
@@ -212,15 +217,15 @@ class LevelwiseMechanism(Mechanism):
             raise
         try:
             given = seed is not None or rng is not None
-            if run is not None and run.resumed and not given and run.manifest.get("seed") is not None:
-                seed = run.manifest["seed"]  # a seeded resume states the seed it continues
             external = None
             if run is not None and run.resumed and accountant is not None:
-                external = self.spec.budget._minus_clamped(run.spent_budget(self.spec.budget))
+                external = self._external_on_resume(run.spent_budget(self.spec.budget), accountant)
             ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant, external_total=external)
             # after the domain check (a node's existence may be private otherwise), before any noise
             resolved = self._resolve_constraints(tree)
-            source = self._noise_source(ctx, run, given=given, seed=seed)
+            if run is not None and run.resumed and not given and ctx.randomness == "seeded":
+                ctx.seed = run.manifest.get("seed")  # the checkpoint's seed, not one drawn for this call
+            source = self._noise_source(ctx, run, given=given, seed=ctx.seed)
             state = LevelState(names)
             state.constraints = resolved
             bar = None
@@ -289,6 +294,11 @@ class LevelwiseMechanism(Mechanism):
         state.stats.append(st)
         if run is not None:
             run.commit_level(L, state, ctx, files)
+
+    def _external_on_resume(self, done: Any, accountant: Accountant) -> Any:
+        """What a caller's accountant must still be able to pay when a run resumes a checkpoint
+        whose spends came to ``done``: the rest of the budget."""
+        return self.spec.budget._minus_clamped(done)
 
     def _noise_source(self, ctx: RunContext, run: Any, *, given: bool, seed: Any) -> Any:
         """The run's randomness: OS randomness (secure), or the counter-based source keyed from the

@@ -240,6 +240,9 @@ def check_mechanism(name: str, params: Mapping[str, Any], data: Any, *,
         rel = release(mech, "secure", secure=True)
         if rel.params.get("randomness") != "secure" or rel.accounting.spent != total:
             raise fail("secure", "a secure release must record randomness 'secure' and spend its total")
+        if release(mech, "secure").params.get("randomness") != "secure":
+            raise fail("secure", "release(data) without a seed must be secure (the default): resolve the randomness "
+                                 "with self.start(data, seed=seed, rng=rng, secure=secure)")
         try:
             build(secure=True).release(fresh(), seed=1)
         except PrivacyParameterError:

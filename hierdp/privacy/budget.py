@@ -34,8 +34,6 @@ __all__ = ["Accountant", "Budget", "Calculus"]
 
 Calculus = Literal["pure", "zcdp", "approx"]
 _ZERO = Fraction(0)
-#: Relative slack an Accountant allows before refusing a spend (float noise in callers' sums).
-SPEND_RTOL = 1e-12
 _SPLIT_SUM_TOL = 1e-12
 
 
@@ -343,7 +341,9 @@ class Accountant:
     """A ledger that refuses to spend beyond a total budget.
 
     Spends are composed sequentially in the total's calculus (a pure spend is converted to
-    zCDP when the total is zCDP; other mixes are refused).
+    zCDP when the total is zCDP; other mixes are refused). Every comparison with the total is
+    exact (rational arithmetic, no tolerance): a spend that would take the composition even one
+    ulp above the grant is refused.
     """
 
     def __init__(self, total: Budget) -> None:
@@ -387,20 +387,20 @@ class Accountant:
 
     def can_spend(self, amount: Budget) -> bool:
         """True if :meth:`spend` of ``amount`` would succeed."""
-        return (self._spent + self._convert(amount)).within(self._total, SPEND_RTOL)
+        return (self._spent + self._convert(amount)).within(self._total)
 
     def spend(self, amount: Budget, label: str) -> Budget:
         """Record ``amount`` under ``label`` and return it (in the total's calculus).
 
         Raises:
-            BudgetExceeded: the cumulative spend would exceed the total by more than 1e-12
-                relative; nothing is recorded.
+            BudgetExceeded: the cumulative spend would exceed the total - compared exactly, in
+                rational arithmetic, with no tolerance; nothing is recorded.
         """
         if not isinstance(label, str) or not label:
             raise PrivacyParameterError(f"label must be a non-empty str, got {label!r}")
         converted = self._convert(amount)
         new_spent = self._spent + converted
-        if not new_spent.within(self._total, SPEND_RTOL):
+        if not new_spent.within(self._total):
             raise BudgetExceeded(
                 f"spending {converted} for {label!r} would exceed the total {self._total}: "
                 f"already spent {self._spent}, remaining {self.remaining}")

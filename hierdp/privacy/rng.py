@@ -1,7 +1,11 @@
 """Sources of randomness: seeded numpy generators for experiments, OS randomness for releases.
 
 Two modes, chosen once with :func:`make_rng` and passed to every sampler in
-:mod:`hierdp.privacy.samplers`:
+:mod:`hierdp.privacy.samplers`. **Secure is the default**: ``make_rng()`` and every mechanism's
+``release(data)`` without a seed use OS randomness and exact samplers; seeded randomness is opt-in
+(a ``seed=`` or a numpy generator) and every release records which one it used
+(:func:`secure_by_default`). Where hierdp draws a seed for a caller who asked for seeded randomness
+without one, the seed has :data:`SEED_BITS` = 128 bits (:func:`draw_seed`) and is recorded.
 
 * **Seeded numpy mode** (``make_rng(seed)`` -> :class:`numpy.random.Generator`) is for
   *reproducible experiments*: a run is replayed exactly from its seed, and whole levels are drawn
@@ -39,14 +43,20 @@ import numpy as np
 
 from hierdp.privacy.errors import PrivacyParameterError
 
-__all__ = ["BACKENDS", "RandomSource", "SecureRandom", "make_rng", "resolve_rng"]
+__all__ = ["BACKENDS", "SEED_BITS", "RandomSource", "SecureRandom", "draw_seed", "make_rng", "resolve_rng",
+           "secure_by_default"]
 
 #: secure-mode backends, the default first
 BACKENDS = ("vectorized", "opendp", "python")
+#: bits of entropy of a seed hierdp draws for a caller (a 32-bit seed is found by brute force in hours)
+SEED_BITS = 128
 
 _ONE = Fraction(1)
-# Secure continuous Laplace: the grid is at most scale * 2**-_LAPLACE_GRID_BITS.
+# Secure continuous Laplace: the grid is at most scale * 2**-_LAPLACE_GRID_BITS, and never coarser
+# than 1 (2**_LAPLACE_MAX_GRID_EXP): on a grid of 2**k with k >= 1 a draw added to an integer would
+# keep the integer's residue mod 2**k, i.e. publish its low bits (issue 20, P8).
 _LAPLACE_GRID_BITS = 40
+_LAPLACE_MAX_GRID_EXP = 0
 
 
 class SecureRandom:
@@ -156,16 +166,19 @@ class SecureRandom:
 
     # -- continuous Laplace on a fine dyadic grid -----------------------------------------------
     def laplace(self, scale: float) -> float:
-        """Laplace(scale) discretised to a dyadic grid ``2**k <= scale * 2**-40``, sampled exactly.
+        """Laplace(scale) discretised to a dyadic grid ``2**k <= min(scale * 2**-40, 1)``, sampled
+        exactly.
 
         A floating-point Laplace sample leaks through its low-order bits (Mironov 2012); drawing
         an exact discrete Laplace on a power-of-two grid and scaling it (exactly representable)
-        removes that channel while staying within ``scale * 1e-12`` of the continuous law.
+        removes that channel while staying within ``scale * 1e-12`` of the continuous law. The
+        grid is never coarser than 1, so a draw added to an integer count never keeps the count's
+        residue modulo the grid (at every scale the calibration accepts, up to 2**48).
         """
         if not (math.isfinite(scale) and scale > 0):
             raise PrivacyParameterError(f"scale must be finite and > 0, got {scale!r}")
         _, exponent = math.frexp(scale)  # scale in [2**(exponent-1), 2**exponent)
-        k = exponent - 1 - _LAPLACE_GRID_BITS
+        k = min(exponent - 1 - _LAPLACE_GRID_BITS, _LAPLACE_MAX_GRID_EXP)
         grid_scale = Fraction(scale) * (Fraction(2) ** -k)
         z = self.discrete_laplace(grid_scale)
         return math.ldexp(float(z), k)  # exact: |z| < 2**53 with overwhelming probability
@@ -175,21 +188,46 @@ class SecureRandom:
 RandomSource: TypeAlias = np.random.Generator | SecureRandom
 
 
+def draw_seed() -> int:
+    """A fresh seed of :data:`SEED_BITS` (128) bits from the operating system, for a caller who asked
+    for seeded randomness without giving a seed: recorded in the release, so the run can be repeated,
+    and too large to be found by a search over candidate seeds."""
+    return secrets.randbits(SEED_BITS)
+
+
+def secure_by_default(secure: object, seed: object, rng: object) -> bool:
+    """Whether a run is secure when the caller says ``secure`` (``None``: not said).
+
+    The default is secure: OS randomness and exact samplers, unless a ``seed`` or a numpy ``rng``
+    is given (seeded randomness is opt-in, for experiments). ``secure=True`` / ``False`` is taken as
+    said (type-checked).
+
+    Raises:
+        PrivacyParameterError: ``secure`` is neither ``None`` nor a bool.
+    """
+    if secure is None:
+        return seed is None and (rng is None or isinstance(rng, SecureRandom))
+    if type(secure).__name__ not in ("bool", "bool_"):
+        raise PrivacyParameterError(f"secure must be True, False or None, got {secure!r}")
+    return bool(secure)
+
+
 def make_rng(seed: int | np.random.Generator | None = None, *,
-             secure: bool = False) -> np.random.Generator | SecureRandom:
+             secure: bool | None = None) -> np.random.Generator | SecureRandom:
     """The randomness every sampler takes.
 
     Args:
-        seed: seed of a reproducible numpy generator (``None`` = fresh entropy). An existing
+        seed: seed of a reproducible numpy generator. An existing
             :class:`numpy.random.Generator` is returned unchanged.
         secure: return a :class:`SecureRandom` (OS randomness, exact samplers, the vectorized
             backend) for real releases. A seed is refused in this mode: a seeded release is not
-            private.
+            private. ``None`` (default): secure unless a seed is given; ``secure=False`` without a
+            seed is a numpy generator seeded from fresh entropy (not reproducible: prefer a seed).
 
     Raises:
         PrivacyParameterError: ``secure=True`` together with a seed.
     """
-    if secure:
+    if secure_by_default(secure, seed, None):
         if seed is not None:
             raise PrivacyParameterError(
                 f"seed: secure mode uses OS randomness and refuses a seed (got {seed!r}); "

@@ -131,8 +131,10 @@ _LIM62 = 1 << 62
 _LIM61 = 1 << 61
 _KAPPA_DIGITS = 16  # base-256 digits of kappa precomputed per parameter (128 bits)
 _S_MAX = 1 << 30  # largest s (n = s**2 factors) handled in int64 in the Gaussian acceptance
-# Secure continuous Laplace: the grid is at most scale * 2**-_LAPLACE_GRID_BITS.
+# Secure continuous Laplace: the grid is at most scale * 2**-_LAPLACE_GRID_BITS and at most 1 (a
+# coarser grid would keep an integer input's residue modulo it: see hierdp.privacy.rng).
 _LAPLACE_GRID_BITS = 40
+_LAPLACE_MAX_GRID_EXP = 0
 
 
 # -- the random input ----------------------------------------------------------------------------
@@ -775,15 +777,16 @@ def laplace(scale: np.ndarray, source: OsRandomBytes | None = None) -> np.ndarra
     """Continuous Laplace noise, drawn as an exact discrete Laplace on a fine dyadic grid.
 
     Each entry with float scale ``b`` is ``2**k * Z`` with ``Z`` the exact discrete Laplace of
-    scale ``b / 2**k`` and ``2**k <= b * 2**-40`` (the grid of
+    scale ``b / 2**k`` and ``2**k <= min(b * 2**-40, 1)`` (the grid of
     :meth:`~hierdp.privacy.rng.SecureRandom.laplace`): no floating-point rounding enters the
-    sampled law, which is within ``b * 1e-12`` of the continuous one. Returns float64.
+    sampled law, which is within ``b * 1e-12`` of the continuous one, and a draw added to an integer
+    never keeps the integer's residue modulo the grid. Returns float64.
     """
     scale = np.asarray(scale, dtype=np.float64)
     one = _shared_value(scale)
     base = np.asarray(one, dtype=np.float64) if one is not None else scale
     _, exponent = np.frexp(base)  # exact: scale in [2**(e-1), 2**e)
-    k = exponent.astype(np.int64) - 1 - _LAPLACE_GRID_BITS
+    k = np.minimum(exponent.astype(np.int64) - 1 - _LAPLACE_GRID_BITS, _LAPLACE_MAX_GRID_EXP)
     grid = np.ldexp(base, -k)  # exact power-of-two rescaling of a normal float
     z = discrete_laplace(np.broadcast_to(grid, scale.shape), source).astype(np.float64)
-    return np.ldexp(z, k, out=z)  # exact while |z| < 2**53 (all but ~exp(-4096))
+    return np.ldexp(z, k, out=z)  # exact while |z| < 2**53 (all but ~exp(-32) at the largest scale, 2**48)

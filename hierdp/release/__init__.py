@@ -11,12 +11,15 @@
   with range queries (HTF and the spatial baselines, paper 002).
 * :class:`Accounting` and :class:`Spend` - the typed accounting every release carries;
   :class:`~hierdp.privacy.spec.Guarantee` - one guarantee in one calculus.
+* ``release.save(path)`` / :func:`load_release` - a release on disk: its table and, beside it, the
+  accounting that travels with it (:mod:`hierdp.release.saved`).
 """
 
 from hierdp.privacy.guarantees import Guarantee
 from hierdp.release.accounting import Accounting, Spend
 from hierdp.release.base import BaseRelease
 from hierdp.release.histogram import NodeHistogramRelease
+from hierdp.release.saved import ReleaseFileError, accounting_path, load_release, release_document
 from hierdp.release.spatial import SpatialRelease, SpatialTree
 from hierdp.release.table import TableRelease
 from hierdp.release.tree import ReleaseLevel, TreeRelease
@@ -26,10 +29,14 @@ __all__ = [
            "BaseRelease",
            "Guarantee",
            "NodeHistogramRelease",
+           "ReleaseFileError",
            "ReleaseLevel",
            "SpatialRelease",
            "SpatialTree",
            "Spend",
            "TableRelease",
            "TreeRelease",
+           "accounting_path",
+           "load_release",
+           "release_document",
 ]

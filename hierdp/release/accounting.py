@@ -22,6 +22,8 @@ it with :meth:`hierdp.mechanisms.base.RunContext.accounting`.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -66,7 +68,7 @@ class Spend:
         return out
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class Accounting:
     """The privacy accounting of one release (see the module docstring).
 
@@ -166,6 +168,58 @@ class Accounting:
         width = max((len(s.label) for s in self.spends), default=0)
         return [f"  {s.label:<{width}}  {s.describe()}" for s in self.spends]
 
+    # -- the accounting file -------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The whole accounting as exact JSON (:mod:`hierdp.release.encoding`): ``kind`` (the class,
+        for subclasses with their own analysis), ``fields`` (every field: total, unit, spends with
+        their noise details, assumptions, notes, conversion, details - what :meth:`from_dict` reads)
+        and ``summary`` (derived, for readers: the guarantee in words and in every calculus, what was
+        spent)."""
+        from hierdp.release.encoding import encode
+
+        return {"kind": f"{type(self).__module__}:{type(self).__qualname__}", "fields": self._fields_json(),
+                "summary": encode({"calculus": self.calculus, "guarantee": self.text(),
+                                   "guarantees": [g.as_dict() for g in self.guarantees],
+                                   "spent": self.spent.parameters})}
+
+    def _fields_json(self) -> dict[str, Any]:
+        from hierdp.release.encoding import encode
+
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "spends":
+                value = [{"label": sp.label, "budget": sp.budget, "details": dict(sp.details)} for sp in value]
+            out[f.name] = encode(value)
+        return out
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> Accounting:
+        """The :class:`Accounting` (or subclass, ``data["kind"]``) that :meth:`to_dict` wrote.
+
+        Raises:
+            ValueError: not an accounting written by :meth:`to_dict`, or of a class outside hierdp.
+        """
+        from hierdp.release.encoding import decode, hierdp_class
+
+        if not isinstance(data, Mapping) or "fields" not in data:
+            raise ValueError("not a hierdp accounting (no 'fields')")
+        kind = hierdp_class(str(data.get("kind", "")), Accounting)
+        fields = {k: decode(v) for k, v in data["fields"].items()}
+        fields["spends"] = tuple(Spend(sp["label"], sp["budget"], sp["details"]) for sp in fields.get("spends", ()))
+        known = {f.name for f in dataclasses.fields(kind)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise ValueError(f"accounting of kind {kind.__name__} has no field(s) {unknown}")
+        return kind(**fields)
+
+    def __eq__(self, other: object) -> bool:
+        """Same class and the same fields (compared in their exact JSON form: NaN equals NaN)."""
+        return isinstance(other, Accounting) and type(other) is type(self) and self._fields_json() == other._fields_json()
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self._fields_json(), sort_keys=True))
+
     def as_dict(self) -> dict[str, Any]:
         """A flat, machine-readable summary (one row of a comparison frame)."""
         out: dict[str, Any] = {"mechanism": self.mechanism, "calculus": self.calculus,
@@ -182,3 +236,4 @@ class Accounting:
         out["assumptions"] = "; ".join(self.assumptions)
         out["guarantee"] = self.text()
         return out
+

@@ -73,6 +73,47 @@ class BaseRelease(ABC):
         backend = importlib.import_module(INTERVALS_BACKEND)
         return backend.intervals(self, level, method=method, draws=draws, seed=seed, progress=progress, **options)
 
+    # -- saving and loading (hierdp.release.saved) ------------------------------------------------
+    def save(self, path: Any, *, overwrite: bool = False) -> Any:
+        """Write the release's table to ``path`` (``.csv``, ``.csv.gz``, ``.parquet``, ``.pq``) and
+        its accounting beside it (``path.accounting.json``; inside a Parquet file too), atomically;
+        ``hierdp.load_release(path)`` reads back an equal release. Returns the accounting's path.
+        See :mod:`hierdp.release.saved`."""
+        from hierdp.release.saved import save_release
+
+        return save_release(self, path, overwrite=overwrite)
+
+    def _saved_structure(self) -> dict[str, Any]:
+        """What, beside the table, the accounting and the parameters, rebuilds this release (plain
+        JSON, :mod:`hierdp.release.encoding`). Release types override it with :meth:`_from_saved`."""
+        from hierdp.release.encoding import encode
+
+        return {"mechanism": encode(self.mechanism), "solver": encode(getattr(self, "solver", None))}
+
+    def _saved_tables(self) -> dict[str, pd.DataFrame]:
+        """Tables beside the published one that the release holds (e.g. a spatial tree's nodes)."""
+        return {}
+
+    @classmethod
+    def _from_saved(cls, frame: pd.DataFrame, structure: dict[str, Any], *, accounting: Accounting,
+                    params: dict[str, Any], tables: dict[str, pd.DataFrame]) -> BaseRelease:
+        """The release :meth:`save` wrote (the inverse of :meth:`to_frame` and
+        :meth:`_saved_structure`)."""
+        raise NotImplementedError(f"{cls.__name__} cannot be read back from a saved table")
+
+    def __eq__(self, other: object) -> bool:
+        """Equal releases: the same type, published table, accounting, parameters and structure (run
+        diagnostics such as ``timings`` are not compared: they are not part of a saved release)."""
+        if type(other) is not type(self):
+            return NotImplemented
+        from hierdp.release.saved import identity
+
+        if identity(self) != identity(other):
+            return False
+        return _frames_equal(self.to_frame(), other.to_frame())
+
+    __hash__ = None  # type: ignore[assignment]
+
     def accounting_text(self) -> str:
         """Multi-line accounting: mechanism (and solver), guarantee, then one line per part."""
         solver = getattr(self, "solver", None)
@@ -80,3 +121,8 @@ class BaseRelease(ABC):
                  f"guarantee: {self.guarantee}"]
         lines.extend(self.accounting.lines())
         return "\n".join(lines)
+
+
+def _frames_equal(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Same columns, dtypes and values (NaN equal to NaN)."""
+    return list(a.columns) == list(b.columns) and a.reset_index(drop=True).equals(b.reset_index(drop=True))

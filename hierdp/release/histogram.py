@@ -24,11 +24,12 @@ import numpy as np
 import pandas as pd
 
 from hierdp.release.base import BaseRelease
+from hierdp.release.labels import level_columns
 
 __all__ = ["NodeHistogramRelease"]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False)
 class NodeHistogramRelease(BaseRelease):
     """A histogram per node of a tree, consistent per cell.
 
@@ -100,18 +101,51 @@ class NodeHistogramRelease(BaseRelease):
                             columns=pd.Index(self.cells, name=self.cell_name))
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per (node, cell): ``level, level_name, node, parent, <cell_name>, value``
-        (``parent`` is the parent's name, empty for a root)."""
+        """One row per (node, cell): ``level, level_name``, one column per level below the root
+        (the node's value at that level, :func:`hierdp.release.labels.level_columns`), ``node``,
+        ``parent`` (the parent's name, empty for a root), ``<cell_name>``, ``value``."""
         n, k = self.values.shape
         parent_name = np.where(self.parent >= 0, self.names[np.maximum(self.parent, 0)], "")
-        return pd.DataFrame({
+        data: dict[str, Any] = {
             "level": np.repeat(self.level, k),
             "level_name": np.repeat(np.asarray(self.level_names, dtype=object)[self.level], k),
-            "node": np.repeat(self.names, k),
-            "parent": np.repeat(parent_name, k),
-            self.cell_name: np.tile(self.cells, n),
-            "value": self.values.ravel(),
-        })
+        }
+        cols = level_columns(self.names, self.parent, self.level, self.level_names)
+        data.update({c: np.repeat(v, k) for c, v in cols.items() if c != self.cell_name})
+        data.update({"node": np.repeat(self.names, k), "parent": np.repeat(parent_name, k),
+                     self.cell_name: np.tile(self.cells, n), "value": self.values.ravel()})
+        return pd.DataFrame(data)
+
+    # ------------------------------------------------------------------ saving and loading
+    def _saved_structure(self) -> dict[str, Any]:
+        from hierdp.release.encoding import encode
+
+        return {**super()._saved_structure(), "level_names": [str(x) for x in self.level_names],
+                "cells": encode(self.cells), "cell_name": self.cell_name, "nonnegative": bool(self.nonnegative),
+                "integer": bool(self.integer), "level_totals": encode(self.level_totals),
+                "consistent": bool(self.consistent)}
+
+    @classmethod
+    def _from_saved(cls, frame: pd.DataFrame, structure: dict[str, Any], *, accounting: Any,
+                    params: dict[str, Any], tables: dict[str, pd.DataFrame]) -> NodeHistogramRelease:
+        cells = np.asarray(structure["cells"])
+        k = max(cells.size, 1)
+        if len(frame) % k:
+            raise ValueError(f"saved histogram release: {len(frame)} rows are not whole histograms of {k} cells")
+        first = frame.iloc[::k]
+        names = first["node"].to_numpy(dtype=object)
+        level = first["level"].to_numpy(dtype=np.int64)
+        parent = np.full(names.size, -1, np.int64)
+        where = {(int(lv), nm): i for i, (lv, nm) in enumerate(zip(level.tolist(), names.tolist(), strict=True))}
+        for i, (lv, pn) in enumerate(zip(level.tolist(), first["parent"].tolist(), strict=True)):
+            if lv > 0:
+                parent[i] = where[(lv - 1, pn)]
+        values = frame["value"].to_numpy().reshape(names.size, cells.size)
+        return cls(names=names, parent=parent, level=level, level_names=list(structure["level_names"]), cells=cells,
+                   values=values, accounting=accounting, mechanism=structure["mechanism"], solver=structure["solver"],
+                   params=params, nonnegative=structure["nonnegative"], integer=structure["integer"],
+                   level_totals=structure["level_totals"], consistent=structure["consistent"],
+                   cell_name=structure["cell_name"])
 
     # ------------------------------------------------------------------ invariants
     def consistency_violations(self) -> np.ndarray:

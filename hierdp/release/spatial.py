@@ -69,7 +69,7 @@ class SpatialTree:
                              "value": self.values, "leaf": self.is_leaf})
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False)
 class SpatialRelease(BaseRelease):
     """Released leaves of a spatial partition (see the module docstring).
 
@@ -82,6 +82,8 @@ class SpatialRelease(BaseRelease):
         tree: every released node, for mechanisms that publish a tree (else ``None``).
         details: mechanism figures that are public (tree height, leaves per height, ...).
         solver: the consistency solver, when one post-processed the release.
+        axes: the names of the two coordinates in :meth:`to_frame` (``("lon", "lat")`` gives
+            ``lon_min ... lat_max``); default ``("x", "y")``.
     """
 
     domain: SpatialDomain
@@ -94,6 +96,7 @@ class SpatialRelease(BaseRelease):
     tree: SpatialTree | None = None
     details: dict[str, Any] = field(default_factory=dict)
     solver: str | None = None
+    axes: tuple[str, str] = ("x", "y")
     _density_prefix: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -107,14 +110,43 @@ class SpatialRelease(BaseRelease):
         """One row per leaf: cell bounds, coordinates, area in cells and the released value."""
         r = self.rects
         d = self.domain
+        x, y = self.axes
         return pd.DataFrame({
             "leaf": np.arange(r.shape[0]),
             "r0": r[:, 0], "r1": r[:, 1], "c0": r[:, 2], "c1": r[:, 3],
-            "x_min": d.x_min + r[:, 2] * d.cell_width, "x_max": d.x_min + r[:, 3] * d.cell_width,
-            "y_min": d.y_min + r[:, 0] * d.cell_height, "y_max": d.y_min + r[:, 1] * d.cell_height,
+            f"{x}_min": d.x_min + r[:, 2] * d.cell_width, f"{x}_max": d.x_min + r[:, 3] * d.cell_width,
+            f"{y}_min": d.y_min + r[:, 0] * d.cell_height, f"{y}_max": d.y_min + r[:, 1] * d.cell_height,
             "cells": (r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2]),
             "value": self.values,
         })
+
+    # -- saving and loading ---------------------------------------------------------------------------
+    def _saved_structure(self) -> dict[str, Any]:
+        from hierdp.release.encoding import encode
+
+        d = self.domain
+        return {**super()._saved_structure(), "axes": list(self.axes),
+                "domain": encode({"x_min": d.x_min, "x_max": d.x_max, "y_min": d.y_min, "y_max": d.y_max,
+                                  "rows": d.rows, "cols": d.cols}),
+                "details": encode(dict(self.details))}
+
+    def _saved_tables(self) -> dict[str, pd.DataFrame]:
+        return {} if self.tree is None else {"tree": self.tree.to_frame()}
+
+    @classmethod
+    def _from_saved(cls, frame: pd.DataFrame, structure: dict[str, Any], *, accounting: Any,
+                    params: dict[str, Any], tables: dict[str, pd.DataFrame]) -> SpatialRelease:
+        rects = frame[["r0", "r1", "c0", "c1"]].to_numpy(dtype=np.int64)
+        tree = None
+        if "tree" in tables:
+            t = tables["tree"]
+            tree = SpatialTree(parent=t["parent"].to_numpy(dtype=np.int64),
+                               rects=t[["r0", "r1", "c0", "c1"]].to_numpy(dtype=np.int64),
+                               values=t["value"].to_numpy(), level=t["level"].to_numpy(dtype=np.int64))
+        x, y = structure["axes"]
+        return cls(domain=SpatialDomain(**structure["domain"]), rects=rects, values=frame["value"].to_numpy(),
+                   accounting=accounting, mechanism=structure["mechanism"], params=params, tree=tree,
+                   details=structure["details"], solver=structure["solver"], axes=(x, y))
 
     def check_consistency(self) -> list[str]:
         """Violations of what the release promises (empty list: all hold)."""

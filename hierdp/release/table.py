@@ -10,6 +10,7 @@ sets); post-processing into consistent totals is a separate step
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from hierdp.release.base import BaseRelease
 __all__ = ["TableRelease"]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False)
 class TableRelease(BaseRelease):
     """A table of released counts.
 
@@ -52,6 +53,20 @@ class TableRelease(BaseRelease):
         if not pd.api.types.is_integer_dtype(v.dtype):
             return [f"column {self.value_column!r} is not integer ({v.dtype})"]
         return []
+
+    #: fields that travel as the table, the accounting and the parameters, not in the structure
+    _SAVED_ELSEWHERE = frozenset({"frame", "accounting", "params", "timings"})
+
+    def _saved_structure(self) -> dict[str, Any]:
+        from hierdp.release.encoding import encode
+
+        return {f.name: encode(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name not in self._SAVED_ELSEWHERE}
+
+    @classmethod
+    def _from_saved(cls, frame: pd.DataFrame, structure: dict[str, Any], *, accounting: Any,
+                    params: dict[str, Any], tables: dict[str, pd.DataFrame]) -> TableRelease:
+        return cls(frame=frame, accounting=accounting, params=params, **structure)
 
     def __len__(self) -> int:
         return len(self.frame)

@@ -43,7 +43,8 @@ import numpy as np
 
 from hierdp.scale.errors import CheckpointError
 
-__all__ = ["FORMAT", "MANIFEST", "VERSION", "CheckpointRun", "identity_params", "read_level", "write_level_part"]
+__all__ = ["FORMAT", "MANIFEST", "VERSION", "CheckpointRun", "identity_params", "read_level", "recorded_randomness",
+           "write_level_part"]
 
 MANIFEST = "_hierdp_checkpoint.json"
 STAGING = "_staging"
@@ -98,6 +99,17 @@ def _decode(value: Any) -> Any:
     if isinstance(value, list):
         return [_decode(v) for v in value]
     return value
+
+
+def recorded_randomness(directory: Any) -> str | None:
+    """``"secure"`` or ``"seeded"``: the randomness the checkpoint in ``directory`` was made with (a
+    resume that says nothing about randomness follows it); ``None`` when there is no readable
+    manifest (opening the checkpoint then says why)."""
+    try:
+        recorded = json.loads((Path(directory) / MANIFEST).read_text(encoding="utf-8")).get("randomness")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return recorded if recorded in ("secure", "seeded") else None
 
 
 def identity_params(mech: Any) -> dict[str, Any]:

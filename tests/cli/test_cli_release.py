@@ -17,16 +17,18 @@ from hierdp.cli import main
 def _check_output(out: pd.DataFrame, total: int) -> None:
     assert int(out.loc[out["level"] == 0, "value"].iloc[0]) == total
     assert (out["value"] >= 0).all()
-    # children sum to parents (parent = global row number)
-    child = out[out["parent"] >= 0]
-    sums = child.groupby("parent")["value"].sum()
-    assert np.array_equal(out.loc[sums.index, "value"].to_numpy(), sums.to_numpy())
+    # children sum to parents (parent by name: the parent's node, one level up)
+    child = out[out["level"] > 0]
+    sums = child.groupby(["level", "parent"])["value"].sum()
+    up = out.assign(level=out["level"] + 1).set_index(["level", "node"])["value"]
+    assert np.array_equal(up.loc[sums.index].to_numpy(), sums.to_numpy())
 
 
 def _read(path) -> pd.DataFrame:
     if str(path).endswith((".parquet", ".pq")):
         return pd.read_parquet(path)
-    return pd.read_csv(path, dtype={"node": str, "origin": str, "destination": str}, keep_default_na=False)
+    return pd.read_csv(path, dtype={"node": str, "parent": str, "origin": str, "destination": str},
+                       keep_default_na=False)
 
 
 def test_trips_with_geography_to_csv(tmp_path, capsys) -> None:
@@ -47,7 +49,7 @@ def test_trips_with_geography_to_csv(tmp_path, capsys) -> None:
     assert "zCDP" in captured.out and "per level" in captured.out
     assert "randomness: seeded (reproducible, not for publication), seed 3" in captured.out
     assert "domain: declared by --geo" in captured.out
-    assert "warning" in captured.err and "--secure" in captured.err
+    assert "warning" in captured.err and "drop --seed" in captured.err
 
 
 @pytest.mark.parametrize("mech, suffix", [("inftda", ".parquet"), ("tda_l2", ".csv.gz"), ("tda_l2_exact", ".pq"),
@@ -108,7 +110,8 @@ def test_level_layout_with_and_without_geography(tmp_path, capsys) -> None:
     bad_geo.to_csv(tmp_path / "bad.csv", index=False)
     assert main(["release", str(tmp_path / "lv.csv"), "-o", str(tmp_path / "g.csv"), "--rho", "1", *layout,
                  "--geo", str(tmp_path / "bad.csv"), "--seed", "0", "--quiet"]) == 2
-    assert "'3'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "row 2 names an area" in err and "'3'" not in err  # the row, not the private area id
     geo.loc[len(geo)] = ["1", "3"]
     geo.to_csv(tmp_path / "geo.csv", index=False)
     assert main(["release", str(tmp_path / "lv.csv"), "-o", str(tmp_path / "g.csv"), "--rho", "1", *layout,
@@ -131,19 +134,7 @@ def test_overwrite_replaces_atomically_and_secure_mode_says_so(tmp_path, capsys)
     assert "randomness: secure" in captured.out and "warning" not in captured.err
     back = pd.read_csv(out)  # gzip inferred from the final name
     assert back["value"].iloc[0] == 12
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["counts.csv", "out.csv.gz"]  # nothing partial
-
-
-def test_unseeded_run_draws_and_prints_a_seed_that_reproduces_it(tmp_path, capsys) -> None:
-    src = tmp_path / "c.csv"
-    pd.DataFrame({"a": ["x", "y", "y"], "b": ["p", "q", "r"], "n": [30, 40, 50]}).to_csv(src, index=False)
-    base = ["release", str(src), "--levels", "a,b", "--count", "n", "--rho", "0.01", "--quiet",
-            "--observed-domain-public"]
-    assert main([*base, "-o", str(tmp_path / "a.csv")]) == 0
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("randomness:"))
-    seed = line.split("seed ")[1].split()[0]
-    assert main([*base, "-o", str(tmp_path / "b.csv"), "--seed", seed]) == 0
-    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["counts.csv", "out.csv.gz", "out.csv.gz.accounting.json"]
 
 
 def test_parquet_input_and_csv_with_byte_order_mark(tmp_path) -> None:

@@ -6,6 +6,8 @@ configurations asked for; statuses from the solvers' documented capabilities."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,6 +17,9 @@ from hierdp.comparison import COMMON_COLUMNS, METRICS, compare, configurations, 
 from hierdp.hierarchy import Hierarchy
 from hierdp.mechanisms import registry
 from hierdp.privacy.domain import ObservedDomainError
+from hierdp.datasets import world_cities_hierarchy
+from hierdp.mechanisms import create
+from hierdp.release import Accounting
 
 PNG = b"\x89PNG\r\n\x1a\n"
 COLUMNS = COMMON_COLUMNS + METRICS["tree"]
@@ -146,7 +151,16 @@ def test_cli_compare_on_the_bundled_data(tmp_path, monkeypatch, capsys) -> None:
     assert list(frame.columns) == COLUMNS
     assert len(frame) == 2 * 2 * 5 and (frame["status"] == "ok").all()
     assert (tmp_path / "r.png").read_bytes()[:8] == PNG
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.png"]  # nothing partial
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.csv.accounting.json", "r.png"]  # nothing partial
+    # the accounting of every configuration travels with the results (issue 20, item 4)
+    doc = json.loads((tmp_path / "r.csv.accounting.json").read_text())
+    assert doc["format"] == "hierdp-compare" and sorted(doc["configurations"]) == ["inftda", "vanilla"]
+    for label, conf in doc["configurations"].items():
+        rel = create(label, epsilon=1.0, delta=1e-8).release(world_cities_hierarchy(), seed=0)
+        assert Accounting.from_dict(conf["accounting"]) == rel.accounting  # the same accounting, exactly
+        assert conf["randomness"] == {"mode": "seeded", "seed": "0", "publishable": False,
+                                      "note": conf["randomness"]["note"]} and conf["seeds"] == [0, 1]
+        assert conf["versions"]["hierdp"] and conf["guarantee"] == rel.guarantee
 
 
 def test_cli_compare_on_an_input_file(tmp_path, monkeypatch, capsys) -> None:

@@ -201,7 +201,7 @@ CASES = [
     ("box-empty-lat", ["release", "p.csv", "-o", "out.csv", "--lon", "px", "--lat", "py", "--box", "0", "8", "4",
                        "4", "--grid", "4", "--epsilon", "1"], {}, r"--box: lat_min 4 must be below lat_max 4"),
     ("point-outside", BASE, {"p.csv": OUTSIDE},
-     r"1 point\(s\) lie outside --box 0 8 0 4, e.g. row 11 \(x 8.5, y 1.0\)"),
+     r"1 point\(s\) lie outside --box 0 8 0 4, e.g. row 11; enlarge the box"),
     # the grid
     ("no-grid", _with(BASE, grid=None), {}, r"needs --grid ROWSxCOLS"),
     ("grid-zero", _with(BASE, grid="0x8"), {}, r"--grid needs positive numbers of cells, got '0x8'"),

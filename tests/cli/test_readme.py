@@ -17,7 +17,7 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), 
 
 # what a block's comments promise, checked against what it prints (key: a line unique to the block)
 PROMISES = {
-    "Hierarchy.from_frame(df": ["guarantee: ", "implies (1, 1e-08)-DP"],
+    "Hierarchy.from_frame(df": ["guarantee: ", "implies (1, 1e-08)-DP", "True"],
     "add_linear": ["[100  58  40   2] 38.66", "[100  60  38   2]", "user linear constraints not supported"],
     "ProcessPoolExecutor": ["True"],
     "hierdp.compare(": ["inftda", "vanilla"],
@@ -44,7 +44,7 @@ def test_readme_block_runs(block, tmp_path, monkeypatch) -> None:
         if key in block:
             for text in expected:
                 assert text in printed, f"{text!r} not printed by the block with {key!r}:\n{printed}"
-    if "to_parquet(" in block:
-        assert (tmp_path / "release.parquet").exists()
+    if "release.parquet" in block:
+        assert (tmp_path / "release.parquet").exists() and (tmp_path / "release.parquet.accounting.json").exists()
     if "savefig(" in block:
         assert (tmp_path / "compare.png").read_bytes()[:4] == b"\x89PNG"

@@ -95,23 +95,43 @@ def test_observed_region_domain_needs_a_statement():
 
 def test_top_coding_is_opt_in():
     df = RUNNING.assign(size=[3, 1, 1, 9, 1, 2])
-    with pytest.raises(GroupSizeError, match=r"K=3 is smaller than an observed size: unit 'D' has size 9"):
+    with pytest.raises(GroupSizeError, match=r"K=3 is smaller than an observed size: the unit at row 3 is larger") \
+            as err:
         CountOfCounts.from_units(df, unit="unit", levels=["state"], size="size", K=3, domain=STATES)
+    assert "'D'" not in str(err.value) and "9" not in str(err.value)  # names the row, not the unit or its size
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("HIERDP_SHOW_DATA", "1")
+        with pytest.raises(GroupSizeError, match=r"row 3 \(unit 'D' of size 9\)"):
+            CountOfCounts.from_units(df, unit="unit", levels=["state"], size="size", K=3, domain=STATES)
     c = CountOfCounts.from_units(df, unit="unit", levels=["state"], size="size", K=3, domain=STATES, top_code=True)
     assert c.h[0].tolist() == [3, 1, 2] and c.top_coded and any("top-coded" in a for a in c.assumptions)
 
 
+def test_the_top_code_note_follows_the_option_not_the_data():
+    """Issue 20, P1: households (1, 2, 3) and (1, 2, 4) with K = 3 and top coding have the same
+    histogram; the note used to appear only when some unit exceeded K (one person flips it)."""
+    units = pd.DataFrame({"unit": ["a", "b", "c"], "state": ["GA"] * 3})
+    built = [CountOfCounts.from_units(units.assign(size=sizes), unit="unit", levels=["state"], size="size", K=3,
+                                      domain=STATES, top_code=top) for sizes in ([1, 2, 3], [1, 2, 4])
+             for top in (True, False) if top or max(sizes) <= 3]
+    with_option = [c for c in built if c.top_coded]
+    assert len(with_option) == 2 and with_option[0].assumptions == with_option[1].assumptions
+    assert np.array_equal(with_option[0].by_size, with_option[1].by_size)
+    plain = [c for c in built if not c.top_coded]
+    assert plain and all("top-coded" not in " ".join(c.assumptions) for c in plain)
+
+
 BAD_UNITS = [
     (RUNNING.assign(state=["GA", "GA", "GA", "NY", "NY", "NY"], unit=list("ABCDEA")), GroupSizeError,
-     "unit 'A' is in two regions"),
-    (pd.concat([RUNNING, RUNNING.iloc[[0]]]), GroupSizeError, "unit 'A' is listed twice"),
+     "rows 0 and 5 put one unit in two regions"),
+    (pd.concat([RUNNING, RUNNING.iloc[[0]]]), GroupSizeError, "rows 0 and 0 list the same unit"),
     (RUNNING.assign(size=[3, 0, 1, 3, 1, 2]), GroupSizeError, r"size 0 .* row 1 is not a positive integer"),
     (RUNNING.assign(size=[3, -2, 1, 3, 1, 2]), GroupSizeError, r"size -2 .* not a positive integer"),
     (RUNNING.assign(size=[3, 1.5, 1, 3, 1, 2]), GroupSizeError, r"size 1.5 .* not a positive integer"),
     (RUNNING.assign(size=["3", "x", 1, 3, 1, 2]), GroupSizeError, "non-numeric size 'x'"),
     (RUNNING.assign(size=[3, None, 1, 3, 1, 2]), GroupSizeError, "missing value"),
     (RUNNING.iloc[0:0], EmptyInputError, "no rows"),
-    (RUNNING.assign(state=["GA", "GA", "GA", "NY", "NY", "TX"]), UnknownNodeError, "TX"),
+    (RUNNING.assign(state=["GA", "GA", "GA", "NY", "NY", "TX"]), UnknownNodeError, "row 5: its path is not in"),
 ]
 
 
@@ -123,13 +143,13 @@ def test_bad_unit_frames_are_refused_with_the_culprit(df, err, msg):
 
 def test_bad_person_frames_and_options():
     p = pd.DataFrame({"pid": [1, 2, 3, 3], "unit": ["A", "A", "B", "C"], "state": ["GA", "GA", "NY", "NY"]})
-    with pytest.raises(GroupSizeError, match="person 3 is in two units: 'B' and 'C'"):
+    with pytest.raises(GroupSizeError, match="rows 2 and 3 put one person in two units"):
         CountOfCounts.from_persons(p, unit="unit", levels=["state"], person="pid", K=3, domain=STATES)
     p2 = pd.DataFrame({"pid": [1, 1], "unit": ["A", "A"], "state": ["GA", "GA"]})
-    with pytest.raises(GroupSizeError, match="person 1 is listed twice"):
+    with pytest.raises(GroupSizeError, match="rows 0 and 1 list the same person twice in one unit"):
         CountOfCounts.from_persons(p2, unit="unit", levels=["state"], person="pid", K=3, domain=STATES)
     p3 = pd.DataFrame({"unit": ["A", "A"], "state": ["GA", "NY"]})
-    with pytest.raises(GroupSizeError, match="unit 'A' is in two regions"):
+    with pytest.raises(GroupSizeError, match="rows 0 and 1 put one unit in two regions"):
         CountOfCounts.from_persons(p3, unit="unit", levels=["state"], K=3, domain=STATES)
     with pytest.raises(UnknownColumnError, match="'people'"):
         CountOfCounts.from_units(RUNNING, unit="unit", levels=["state"], size="people", K=3)

@@ -136,7 +136,7 @@ def test_count_column_and_hierarchy_geography() -> None:
 def test_bad_input_is_refused() -> None:
     geo = pd.DataFrame({"reg": ["A", "A", "B"], "mun": ["a1", "a2", "b1"]})
     trips = pd.DataFrame({"o": ["a1"], "d": ["zz"], "n": [1]})
-    with pytest.raises(UnknownNodeError, match="zz"):
+    with pytest.raises(UnknownNodeError, match="row 0 names an area"):
         ODTree.from_trips(trips, origin="o", destination="d", origin_geo=geo)
     with pytest.raises(UnknownColumnError, match="nope"):
         ODTree.from_trips(trips, origin="nope", destination="d", origin_geo=geo)

@@ -79,7 +79,7 @@ class SkipsStart(NoisyLeaves):
         from hierdp.privacy.rng import resolve_rng
 
         # builds its run context by hand: no public-domain check
-        ctx = RunContext(self, rng=resolve_rng(rng, seed, secure=self._secure_for(secure)), seed=seed,
+        ctx = RunContext(self, rng=resolve_rng(rng, seed, secure=self._secure_for(secure, seed=seed, rng=rng)), seed=seed,
                          assumption=None, accountant=accountant)
         leaves = self.leaves(data)
         frame = pd.DataFrame({"node": np.asarray(data.names)[leaves], "value": self.measure(ctx, data, leaves)})

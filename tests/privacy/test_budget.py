@@ -130,8 +130,20 @@ def test_split_property_exact(weights: list[float], rho: float) -> None:
     parts = whole.split(proportions)
     assert sum(parts) == whole
     acc = Accountant(whole)
-    for part in parts:  # spending the float-rounded parts must also be accepted
-        acc.spend(Budget.zcdp(part.rho), "part")
+    for part in parts:  # the exact parts are accepted: they compose to the whole exactly
+        acc.spend(part, "part")
+    assert acc.spent == whole and not acc.can_spend(Budget.zcdp(1e-300))
+    # float-rounded parts are accepted exactly when their rational sum stays within the grant
+    rounded = [Budget.zcdp(part.rho) for part in parts]
+    fits = sum((Fraction(part.rho) for part in parts), Fraction(0)) <= Fraction(rho)
+    acc = Accountant(whole)
+    try:
+        for part in rounded:
+            acc.spend(part, "part")
+        accepted = True
+    except BudgetExceeded:
+        accepted = False
+    assert accepted == fits
 
 
 @pytest.mark.parametrize("bad", [[0.5, 0.4], [0.5, 0.6], [1.2, -0.2], [0.0, 1.0],
@@ -188,11 +200,13 @@ def test_overspend_raises_and_leaves_ledger_unchanged() -> None:
         acc.spend(Budget.zcdp(0.5), "level 1")
     assert acc.ledger == before_ledger and acc.spent == before_spent
     assert acc.remaining.exact_parameters["rho"] == Fraction(1) - Fraction(0.6)  # exact rationals
-    # within 1e-12 relative is accepted (callers' float noise), beyond it is not
-    acc.spend(Budget.zcdp(0.4 * (1 + 1e-13)), "level 1")
-    assert [label for label, _ in acc.ledger] == ["root", "level 1"]
+    # no tolerance: 1e-13 relative above the remainder is refused, the exact remainder accepted
     with pytest.raises(BudgetExceeded):
-        acc.spend(Budget.zcdp(1e-9), "extra")
+        acc.spend(Budget.zcdp(0.4 * (1 + 1e-13)), "level 1")
+    acc.spend(acc.remaining, "level 1")
+    assert [label for label, _ in acc.ledger] == ["root", "level 1"] and acc.spent == acc.total
+    with pytest.raises(BudgetExceeded):
+        acc.spend(Budget.zcdp(1e-300), "extra")
 
 
 def test_accountant_converts_pure_into_zcdp_and_refuses_other_mixes() -> None:
@@ -232,3 +246,27 @@ def test_summary_and_report() -> None:
         assert needle in text
     with pytest.raises(PrivacyParameterError):
         Accountant(Budget._zero("zcdp"))
+
+
+# -- no tolerance above the grant (issue 20, P7) -------------------------------------------------
+def test_accountant_refuses_any_excess_exactly() -> None:
+    acc = Accountant(Budget.zcdp(1.0))
+    assert not acc.can_spend(Budget.zcdp(1 + 5e-13))
+    with pytest.raises(BudgetExceeded):
+        acc.spend(Budget.zcdp(1 + 5e-13), "just above")
+    assert acc.spent.is_zero  # nothing recorded
+    acc.spend(Budget.pure(1.0), "half of it as pure")  # eps^2/2 = 0.5 rho
+    acc.spend(Budget.zcdp(0.5), "the rest")
+    assert acc.spent == Budget.zcdp(1.0)
+    refused = 0
+    for _ in range(5000):  # dust after the whole grant is gone: every spend refused
+        try:
+            acc.spend(Budget.zcdp(1e-16), "dust")
+        except BudgetExceeded:
+            refused += 1
+    assert refused == 5000 and acc.spent == Budget.zcdp(1.0)
+    pure = Accountant(Budget.pure(0.3))
+    pure.spend(Budget.pure(0.1), "a")
+    assert Fraction(0.1) + Fraction(0.2) > Fraction(0.3)  # the floats' exact binary values
+    with pytest.raises(BudgetExceeded):
+        pure.spend(Budget.pure(0.2), "b")  # 0.3000000000000000166... > 0.29999999999999998889...

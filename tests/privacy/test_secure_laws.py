@@ -294,3 +294,21 @@ def test_bad_exact_parameters_name_the_culprit() -> None:
         discrete_gaussian(np.array([Fraction(1)] * 3, dtype=object), (2,), rng)
     assert discrete_gaussian(Fraction(9), None, rng).shape == ()
     assert discrete_gaussian(np.empty(0), None, rng).shape == (0,)
+
+
+@pytest.mark.parametrize("backend", ["vectorized", "python"])
+@pytest.mark.parametrize("exponent", [41, 45, 48])
+def test_laplace_large_scales_keep_no_residue(backend: str, exponent: int) -> None:
+    """Issue 20, P8: at scales >= 2**41 the grid used to be 2**k >= 2 (a multiple of 32 at 2**45),
+    so an integer count plus the draw kept the count's residue mod 2**k. The grid is now at most 1:
+    draws are integers again, and their parity is a fair coin (the discrete Laplace of a scale this
+    large gives odd and even values with probability 1/2 each, up to exp(-2**41))."""
+    scale = float(2**exponent)
+    rng = SecureRandom(backend=backend)
+    n = 4000 if backend == "vectorized" else 400
+    x = laplace(scale, n, rng)
+    assert np.all(x == np.rint(x))  # the grid is 1 at these scales
+    odd = float(np.mean(np.mod(x, 2) == 1))
+    # binomial(n, 1/2): 5 standard deviations either side
+    assert abs(odd - 0.5) < 5 * 0.5 / math.sqrt(n), odd
+    assert stats.kstest(x / scale, stats.laplace().cdf).pvalue > ALPHA

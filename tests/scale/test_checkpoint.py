@@ -125,9 +125,12 @@ def test_a_secure_resume_never_redraws_finished_levels(tmp_path, monkeypatch):
     # resuming the complete checkpoint draws nothing: the same values again
     again = InfTDA(epsilon=1.0, delta=1e-8, secure=True).release(TREE, resume=ck)
     assert same_levels(resumed, again)
+    # a resume that says nothing about randomness follows the checkpoint's (secure by default)
+    assert InfTDA(epsilon=1.0, delta=1e-8).release(TREE, resume=ck).params["randomness"] == "secure"
     # a secure checkpoint cannot be resumed with seeded randomness, nor the reverse
-    with pytest.raises(CheckpointError, match="secure randomness"):
-        InfTDA(epsilon=1.0, delta=1e-8).release(TREE, resume=ck)
+    for seeded in ({"secure": False}, {"seed": 0}):
+        with pytest.raises(CheckpointError, match="secure randomness"):
+            InfTDA(epsilon=1.0, delta=1e-8).release(TREE, resume=ck, **seeded)
 
 
 def _one_more(tree):

@@ -637,7 +637,9 @@ class CensusTopDown(LevelwiseMechanism):
         strategy = self._strategy(K)
         stats, timings = [], {}
         for st, name in zip(state.stats[1:], spine.level_names, strict=False):
-            stats.append({"geolevel": name, **{k: v for k, v in st.items() if k != "cpu_by_worker"}})
+            # counts only (their values follow the noisy histograms); seconds go to the timings
+            stats.append({"geolevel": name, **{k: v for k, v in st.items()
+                                              if k != "cpu_by_worker" and not k.endswith("_s")}})
             timings[f"{name}_noise"] = float(st.get("noise_s", 0.0))
             timings[f"{name}_solve"] = float(st.get("solve_s", 0.0))
         extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, outside the "

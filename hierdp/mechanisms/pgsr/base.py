@@ -261,12 +261,15 @@ class GroupSizeMechanism(Mechanism):
             notes = (*notes, *more)
         acc = ctx.accounting(assumptions=assumptions, notes=notes, details=details)
         regions = data.regions
+        timings = {"measure_s": t1 - t0, "post_process_s": t2 - t1}
+        if "solver_seconds" in info:  # a run diagnostic, not a parameter: never in the saved accounting
+            timings["solver_s"] = float(info.pop("solver_seconds"))
         return NodeHistogramRelease(
             names=regions.names, parent=regions.parent, level=regions.level, level_names=list(regions.level_names),
             cells=data.sizes, values=values.T.copy(), accounting=acc, mechanism=self.name,
             solver=str(info.get("constraint_solver", self.solver_name)),  # with constraints: who solved them
             params=ctx.params(K=data.K, G=data.G, **info),
-            timings={"measure_s": t1 - t0, "post_process_s": t2 - t1}, nonnegative=True, integer=True,
+            timings=timings, nonnegative=True, integer=True,
             level_totals=data.G if self.consistent else None, consistent=self.consistent, cell_name="size")
 
     def notes(self) -> tuple[str, ...]:

@@ -113,7 +113,7 @@ def rdp_curve_geometric_levels(alpha: float | np.ndarray, budgets: Sequence[floa
     return total
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class SafeTabAccounting(Accounting):
     """The privacy of one SafeTab release in every calculus (a typed
     :class:`~hierdp.release.Accounting`, with SafeTab's tighter per-count analysis).

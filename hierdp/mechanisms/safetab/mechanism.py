@@ -80,6 +80,9 @@ __all__ = [
     "StabilityError",
 ]
 
+#: what the accounting of a (seeded) release made with include_true=True says
+TRUE_COUNTS_NOTE = ("NOT A PRIVATE RELEASE: its frame holds the true counts (include_true=True, for evaluation); "
+                    "the guarantee covers the noisy counts only - never publish this frame")
 #: the fields every Accounting has (the run context fills them); SafeTab's analysis adds the others
 _SHARED_FIELDS = frozenset(f.name for f in dataclasses.fields(Accounting))
 
@@ -109,7 +112,9 @@ class SafeTab(Mechanism):
         repetitions: run the mechanism this many times at once (vectorized; independent noise per
             run); the frame gets a ``run`` column. For coverage studies: each run has the stated
             guarantee, all of them together spend ``repetitions`` times it.
-        include_true: add the true counts (for evaluation only; never publish them).
+        include_true: add the true counts (for evaluation with seeded randomness only: a secure
+            run - the default without a seed - refuses it, and a seeded release that carries them
+            says so in its accounting; never publish them).
         observed_domain_public: declare that the groups / sex values seen in the data are public
             (the release states this assumption); without it a level with no ``universe`` or
             undeclared ``sex_values`` is refused before any noise.
@@ -162,6 +167,13 @@ class SafeTab(Mechanism):
         return {**super().params(), "noise": self.noise, "gamma": self.gamma, "thresholds": self.thresholds,
                 "levels": [lv.name for lv in self.levels], "moe_method": self.moe_method,
                 "repetitions": self.repetitions}
+
+    def observed_stability(self, df: pd.DataFrame) -> dict[str, int]:
+        """Each level's stability observed on ``df`` (the most groups one record is in): a statistic
+        of the private data, for evaluation only - :meth:`release` checks it against the declared
+        stabilities but never attaches it to a release (one record can change it)."""
+        work, _ = self._validate(df)
+        return {w.name: int(w.observed) for w in work}
 
     # -- validation against the data (no noise) -------------------------------------------------
     def _validate(self, df: pd.DataFrame) -> tuple[list[_LevelWork], list[Any]]:
@@ -224,6 +236,10 @@ class SafeTab(Mechanism):
             BudgetExceeded: the accountant cannot pay for the release.
             PrivacyParameterError: bad randomness (a seed with ``secure=True``, ...).
         """
+        if self.include_true and self._secure_for(secure, seed=seed, rng=rng):
+            raise SafeTabError("include_true=True adds the true counts to the release's frame: it is for evaluating "
+                               "seeded experiments (seed= or rng=), and a secure release - the default without a "
+                               "seed - refuses it; drop include_true for a release you publish")
         t0 = time.perf_counter()
         work, sexes = self._validate(df)
         domain = self._domain(work)
@@ -271,13 +287,15 @@ class SafeTab(Mechanism):
             frame[col] = frame[col].astype("category")
         if not self._frame_runs:
             frame = frame.drop(columns="run")
-        notes = (f"repetitions={self.repetitions} independent runs: each has this guarantee",) \
+        notes: tuple[str, ...] = (f"repetitions={self.repetitions} independent runs: each has this guarantee",) \
             if self.repetitions > 1 else ()
+        if self.include_true:
+            notes += (TRUE_COUNTS_NOTE,)
         analysis = {f.name: getattr(accounting, f.name) for f in dataclasses.fields(SafeTabAccounting)
                     if f.name not in _SHARED_FIELDS}
         accounting = cast(SafeTabAccounting, ctx.accounting(kind=SafeTabAccounting, notes=notes, **analysis))
         params = ctx.params(sex_values=sexes, age_bins={k: [int(x) for x in v] for k, v in self.bins.items()})
         return SafeTabRelease(frame=frame, accounting=accounting, noise=self.noise, gamma=self.gamma,
                               thresholds=self.thresholds, moe_level=self.moe_level,
-                              observed_stability={w.name: w.observed for w in work}, params=params,
+                              params=params,
                               timings={"validate_s": t_valid, "noise_s": time.perf_counter() - t0 - t_valid})

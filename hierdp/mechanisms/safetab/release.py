@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +12,7 @@ from hierdp.release.table import TableRelease
 __all__ = ["SafeTabRelease"]
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, eq=False, repr=False)
 class SafeTabRelease(TableRelease):
     """A SafeTab release: the tidy table, its accounting and the run's parameters.
 
@@ -29,7 +28,6 @@ class SafeTabRelease(TableRelease):
     gamma: float
     thresholds: tuple[float, float, float]
     moe_level: float
-    observed_stability: dict[str, int] = dataclasses.field(default_factory=dict)
     mechanism: str = "SafeTab"
     value_column: str = "noisy_count"
 

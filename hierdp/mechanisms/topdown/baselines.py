@@ -254,7 +254,10 @@ class StabilityHistogram(Mechanism):
                              details={"l1_sensitivity": self.unit.l1_sensitivity(), "laplace_scale": self.scale,
                                       "threshold": self.threshold}, epsilon_target=self.epsilon)
         timings = [0.0] * T + [elapsed]
-        stats: list[dict[str, Any]] = [{} for _ in range(T)] + [{"positive_leaves": int(keys.size), "released_leaves": int(keep.sum())}]
+        # the number of true non-zero leaves is private (one person changes it): only the released
+        # count is attached. The leaf level's time grows with that number (its noise is drawn for
+        # every positive leaf): timings are run diagnostics, never part of the saved release
+        stats: list[dict[str, Any]] = [{} for _ in range(T)] + [{"released_leaves": int(keep.sum())}]
         return TreeRelease(levels, list(tree.level_names), self.name, None, acc, timings, stats,
                            namer=getattr(tree, "namer", None), params=ctx.params())
 

@@ -40,7 +40,6 @@ and a run resumed from a checkpoint (``release(..., checkpoint=DIR)`` / ``resume
 from __future__ import annotations
 
 import time
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -49,7 +48,7 @@ from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
 from hierdp.mechanisms.base import MechanismParameterError, RunContext
 from hierdp.mechanisms.levelwise import LevelState, LevelwiseMechanism, level_randomness
 from hierdp.mechanisms.topdown.level_solver import LevelSolver
-from hierdp.mechanisms.topdown.plan import BudgetPlan, PerNodePlan, budget_plan
+from hierdp.mechanisms.topdown.plan import BudgetPlan, PerNodePlan, budget_plan, path_sums_up
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact
 from hierdp.privacy.noise import NoiseModel, noise_model
@@ -274,14 +273,15 @@ class TopDownMechanism(LevelwiseMechanism):
         """Noise with a budget per node (a :class:`PerNodePlan`): unmeasured nodes get NaN targets."""
         plan: PerNodePlan = self.plan  # type: ignore[assignment]
         frac = plan.node_fractions(level, keys)
-        paths = parent_paths + frac
+        paths = path_sums_up(parent_paths, frac)  # upper bounds of the exact sums: an exact check
         plan.check_paths(level, paths)  # before this chunk's noise
         noisy = true.astype(np.float64)
         measured = frac > 0
         if measured.any():
             total = exact(self.spec.budget, "budget")
             uniq, inv = np.unique(frac[measured], return_inverse=True)
-            params = np.array([self.noise.calibrate(total * Fraction(float(u)), sens, culprit=self._culprit)
+            params = np.array([self.noise.calibrate(total * plan.calibration_fraction(float(u)), sens,
+                                                    culprit=self._culprit)
                                for u in uniq])
             noisy[measured] += self.noise.draw(params[inv.ravel()], int(measured.sum()),
                                                level_randomness(rng, level, keys[measured]))
@@ -336,6 +336,16 @@ class TopDownMechanism(LevelwiseMechanism):
                                           progress=progress, checkpoint=checkpoint, resume=resume)
         return self._make_release(tree, ctx, state, False, prep)
 
+    def _external_on_resume(self, done: Budget, accountant: Accountant) -> Budget:
+        """What a caller's accountant pays for the rest of a resumed run: the budget minus what the
+        checkpoint recorded; for a pure per-node plan charged to a zCDP accountant, the increase of
+        the pure composition's zCDP figure (see :meth:`RunContext.path_charge`)."""
+        if (isinstance(self.plan, PerNodePlan) and self.spec.budget.calculus == "pure"
+                and accountant.total.calculus == "zcdp"):
+            eps, eps_done = self.spec.budget.exact_parameters["epsilon"], done.exact_parameters["epsilon"]
+            return Budget("zcdp", rho=(eps * eps - eps_done * eps_done) / 2)
+        return super()._external_on_resume(done, accountant)
+
     def _level_job(self, L: int, state: LevelState, source: Any, plan: Any, prep: _Prep, rows: np.ndarray,
                    cuts: np.ndarray | None) -> _LevelJob:
         return _LevelJob(L - 1, prep.params[L], prep.sens[L], source, plan)
@@ -383,8 +393,8 @@ class TopDownMechanism(LevelwiseMechanism):
             if isinstance(self.plan, PerNodePlan):
                 frac = float(self.plan.node_fractions(0, np.array([tree.root_key]))[0])
                 root_path = frac
-                param = self.noise.calibrate(exact(self.spec.budget, "budget") * Fraction(frac), sens[0],
-                                             culprit=self._culprit) if frac > 0 else None
+                param = self.noise.calibrate(exact(self.spec.budget, "budget") * self.plan.calibration_fraction(frac),
+                                             sens[0], culprit=self._culprit) if frac > 0 else None
             else:
                 param, root_path = params[0], 0.0
             self._spend(ctx, 0, name, parts[0], param, sens[0], label=f"level 0 ({name}) noisy root")
@@ -410,7 +420,8 @@ class TopDownMechanism(LevelwiseMechanism):
                label: str | None = None) -> None:
         label = label or f"level {L} ({name})"
         if param is None:  # a per-node plan: each node's parameter follows its own budget
-            ctx.spend_noise(part, label, self.noise, None, sens, note=f"budget per node: {self.plan.describe(0)}")
+            ctx.spend_noise(part, label, self.noise, None, sens, note=f"budget per node: {self.plan.describe(0)}",
+                            external=ctx.path_charge(part))  # per-node parts are not independent mechanisms
         else:
             ctx.spend_noise(part, label, self.noise, param, sens)
 

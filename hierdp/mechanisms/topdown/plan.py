@@ -31,7 +31,34 @@ from hierdp.mechanisms.base import MechanismParameterError
 from hierdp.privacy.budget import Budget
 import itertools
 
-__all__ = ["BudgetPlan", "GeometricPlan", "PerNodePlan", "ProportionsPlan", "UniformPlan", "budget_plan"]
+__all__ = ["CALIBRATION_MARGIN", "BudgetPlan", "GeometricPlan", "PerNodePlan", "ProportionsPlan", "UniformPlan",
+           "budget_plan", "path_sums_up"]
+
+#: A per-node plan calibrates each node's noise to its declared fraction times this margin, 1 - 2**-40
+#: (the noise scale grows by ~1e-12 relative). Fractions written as decimals are binary floats a hair
+#: above the decimals: 0.1 + 0.2 + 0.3 as floats is 0.6000000000000000888, above the float 0.6. With the
+#: margin such a path still spends at most its declared maximum exactly, and a path truly above it
+#: (0.61 against 0.6) is refused - the check compares exactly, with no tolerance above the grant.
+CALIBRATION_MARGIN = Fraction(1) - Fraction(1, 2**40)
+
+
+def _largest_float_at_most(x: Fraction) -> float:
+    f = float(x)
+    return float(np.nextafter(f, -np.inf)) if Fraction(f) > x else f
+
+
+def path_sums_up(parent_sums: np.ndarray, fractions: np.ndarray) -> np.ndarray:
+    """``parent_sums + fractions`` (non-negative floats) rounded *up*: each result is the smallest
+    float at or above the exact sum, so a path sum never reads below the exact rational sum of the
+    fractions along the path and :meth:`PerNodePlan.check_paths` can compare it with the declared
+    maximum exactly (no tolerance). Vectorized: the rounding error of every addition is recovered
+    exactly (Knuth's two-sum) and the sum moved one ulp up where it was rounded down."""
+    a = np.asarray(parent_sums, dtype=np.float64)
+    b = np.asarray(fractions, dtype=np.float64)
+    s = a + b
+    bb = s - a
+    err = (a - (s - bb)) + (b - bb)  # exact: a + b == s + err
+    return np.where(err > 0, np.nextafter(s, np.inf), s)
 
 
 class BudgetPlan(ABC):
@@ -152,6 +179,14 @@ class PerNodePlan(BudgetPlan):
             raise MechanismParameterError(f"max_path_sums must end at most at 1 (the whole budget), got {sums[-1]!r}")
         self.fractions = fractions
         self.max_path_sums = sums
+        # the largest float path sum each level accepts: sum * CALIBRATION_MARGIN <= max exactly
+        self._limits = [_largest_float_at_most(Fraction(x) / CALIBRATION_MARGIN) for x in sums]
+
+    @staticmethod
+    def calibration_fraction(fraction: float) -> Fraction:
+        """The fraction of the total a node's noise is calibrated to: its declared ``fraction`` times
+        :data:`CALIBRATION_MARGIN` (exact)."""
+        return Fraction(fraction) * CALIBRATION_MARGIN
 
     def level_parts(self, total: Budget, levels: Sequence[int]) -> list[Budget]:
         if len(self.max_path_sums) <= max(levels):
@@ -174,7 +209,11 @@ class PerNodePlan(BudgetPlan):
         return f
 
     def check_paths(self, level: int, path_sums: np.ndarray) -> None:
-        if path_sums.size and float(path_sums.max()) > self.max_path_sums[level] * (1 + 1e-12):
+        """Refuse a visited path above the declared maximum, compared exactly: the sums are upper
+        bounds of the exact ones (:func:`path_sums_up`) and every node is calibrated to its fraction
+        times :data:`CALIBRATION_MARGIN`, so an accepted path spends at most its declared maximum in
+        rational arithmetic (no tolerance above the grant)."""
+        if path_sums.size and float(path_sums.max()) > self._limits[level]:
             raise MechanismParameterError(
                 f"a root-to-node path at level {level} sums to {float(path_sums.max()):.6g} of the budget, above the "
                 f"declared max_path_sums[{level}] = {self.max_path_sums[level]:.6g}")

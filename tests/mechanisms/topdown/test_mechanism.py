@@ -16,6 +16,7 @@ from scipy import stats
 from hierdp.hierarchy import Hierarchy
 from hierdp.mechanisms import InfTDA, MechanismParameterError, ReleaseAborted, create
 from hierdp.mechanisms.topdown import GeometricPlan, PerNodePlan, ProportionsPlan, TopDownMechanism
+from hierdp.mechanisms.topdown.plan import CALIBRATION_MARGIN
 from hierdp.privacy.noise import DiscreteGaussianNoise, GeometricNoise
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.solvers import Capabilities, GroupSolution, Solver, SolverFailed, get, registry, solve_groups
@@ -218,7 +219,8 @@ def test_per_node_budgets_bypass_a_node_and_keep_every_path_within_the_total():
     assert rel.check_consistency() == []
     assert [s.budget for s in rel.accounting.spends] == [Budget.zcdp(rho) * Fraction(1, 2)] * 2
     # level 1 measures B only; level 2 measures every child, each at its own budget (Δ² = 2)
-    sigma2 = {f: mech.noise.calibrate(Fraction(rho) * Fraction(f), 2) for f in (0.5, 1.0)}
+    # (each node's noise is calibrated to its fraction times the plan's margin 1 - 2**-40)
+    sigma2 = {f: mech.noise.calibrate(Fraction(rho) * Fraction(f) * CALIBRATION_MARGIN, 2) for f in (0.5, 1.0)}
     lvl1, lvl2 = spy.draws
     assert lvl1.tolist() == [sigma2[0.5]]
     assert sorted(lvl2.tolist()) == sorted([sigma2[1.0]] * 2 + [sigma2[0.5]] * 2)

@@ -224,10 +224,10 @@ def test_release_frame_and_hierarchy_round_trip() -> None:
     h = _random_hierarchy(rng, 3, 3, 0.3)
     rel = InfTDA(epsilon=2.0, delta=1e-8).release(h, seed=0)
     f = rel.to_frame()
-    assert len(f) == rel.n_nodes and f.loc[0, "parent"] == -1
-    child = f[f["parent"] >= 0]
+    assert len(f) == rel.n_nodes and f.loc[0, "parent"] == ""
+    child = f[f["parent"] != ""]  # parents by name: children sum to their parent
     sums = child.groupby("parent")["value"].sum()
-    assert np.array_equal(f.loc[sums.index, "value"].to_numpy(), sums.to_numpy())
+    assert np.array_equal(f.set_index("node").loc[sums.index, "value"].to_numpy(), sums.to_numpy())
     h2 = rel.to_hierarchy()
     assert int(h2.counts[0]) == int(h.counts[0])
     assert set(map(str, h2.names)) <= set(map(str, h.names))
