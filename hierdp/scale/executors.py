@@ -1,8 +1,9 @@
-"""Where a TopDown level runs: in this process, on a process pool, or on a Dask cluster.
+"""Where a level of a level-wise mechanism runs: in this process, on a process pool, or on Dask.
 
-``TopDownMechanism(..., engine=, executor=)`` (InfTDA, TDA, ...) takes:
+Every TopDown (``InfTDA``, ``TDA``, ``TopDownMechanism``, ``CensusTopDown``, ``GroupSizeTopDown``,
+``CensusPostProcess``) takes ``engine=`` / ``executor=``:
 
-* ``engine="serial"`` (default): this process, the level in chunks of parents (today's path);
+* ``engine="serial"`` (default): this process, the level in chunks of parents;
 * ``engine="processes"``: a process pool; ``executor=`` an ``int`` (workers, default 2; the pool
   starts them from a fork server that has imported hierdp once) or a
   ``concurrent.futures.Executor`` you made (it is not shut down);
@@ -12,16 +13,18 @@
 * or an engine object (:class:`SerialEngine`, :class:`ProcessEngine`, :class:`DaskEngine`) for
   the options below.
 
-A partitioned engine cuts a level's surviving parents into contiguous partitions of about
-``partition_children`` children (at least one per worker when there are enough parents); each
-task expands its parents, draws their children's noise (counter-based: a node's noise depends only
-on the seed, the level and the node's key), solves its groups and returns the surviving children
-- writing them as a Parquet part when the run keeps a checkpoint. Results come back in partition
-order, so the level is the serial one: a seeded release is the same bit for bit on every engine.
-The tree is sent once per run (Dask: ``scatter(..., broadcast=True)``; processes: one pickle file
-each worker loads once), the mechanism once per task (small). Everything that can fail is
-checked before any noise: an unknown engine, a scheduler that cannot be reached
-(:class:`~hierdp.scale.errors.SchedulerUnreachable`), a mechanism or tree that cannot be pickled.
+An engine runs a mechanism's *task* (:class:`~hierdp.scale.levels.LevelTask`; this module imports
+no mechanism): :meth:`Engine.open` sends it and the run's input once (Dask: ``scatter(...,
+broadcast=True)``; processes: one pickle each worker loads once) and returns a :class:`Session`,
+whose :meth:`Session.run_level` cuts a level's parents into chunks - contiguous partitions of
+about ``partition_children`` children (at least one per worker when there are enough parents),
+ending only where the mechanism allows (``cuts``: parents a constraint row couples, the census's
+solve batches) - runs ``task.run_chunk`` on each with the level's *job*, and concatenates the
+results in order, so the level is the serial one: a seeded release is the same bit for bit on
+every engine (counter-based noise: a value's noise depends only on the seed, the level and its
+key). With a checkpoint the workers write each partition as a Parquet part. Everything that can
+fail is checked before any noise: an unknown engine, a scheduler that cannot be reached
+(:class:`~hierdp.scale.errors.SchedulerUnreachable`), a task or input that cannot be pickled.
 """
 
 from __future__ import annotations
