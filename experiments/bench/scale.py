@@ -284,7 +284,7 @@ def census_data(blocks: int, seed: int = SEED) -> Any:
     rng = np.random.default_rng(seed)
     tracts = max(1, blocks * FULL["tract"] // FULL["block"])
     counties = max(1, tracts * FULL["county"] // FULL["tract"])
-    states = min(FULL["state"], counties)
+    states = min(counties, max(2, counties * FULL["state"] // FULL["county"]))
     county_state = _spread(counties, states, rng)
     tract_county = _spread(tracts, counties, rng)
     block_tract = _spread(blocks, tracts, rng)
@@ -324,8 +324,11 @@ def census_run(blocks: int, client: Any, restart: bool = True) -> dict[str, Any]
     for st_s, st_d in zip(serial.params["post_processing"], dask.params["post_processing"], strict=True):
         name = st_s["geolevel"]
         rows.append({"geolevel": name, "parents solved": st_s["parents"],
-                     "serial noise+solve s": serial.timings[f"{name}_noise"] + serial.timings[f"{name}_solve"],
-                     "dask tasks s": dask.timings[f"{name}_noise"] + dask.timings[f"{name}_solve"],
+                     "serial s": serial.timings[f"{name}_noise"] + serial.timings[f"{name}_solve"],
+                     "serial CPU s": serial.timings[f"{name}_cpu"],
+                     "Dask tasks s": dask.timings[f"{name}_noise"] + dask.timings[f"{name}_solve"],
+                     "Dask CPU s": dask.timings[f"{name}_cpu"],
+                     "busiest worker CPU s": dask.timings.get(f"{name}_cpu_busiest_worker", 0.0),
                      "partitions": st_d.get("partitions", 1)})
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
     print(f"total: serial {serial_s:.1f} s ({serial_cpu:.1f} s CPU), Dask {dask_s:.1f} s; peak memory: this process "

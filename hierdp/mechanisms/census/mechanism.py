@@ -642,6 +642,9 @@ class CensusTopDown(LevelwiseMechanism):
                                               if k != "cpu_by_worker" and not k.endswith("_s")}})
             timings[f"{name}_noise"] = float(st.get("noise_s", 0.0))
             timings[f"{name}_solve"] = float(st.get("solve_s", 0.0))
+            timings[f"{name}_cpu"] = float(st.get("cpu_s", 0.0))  # CPU seconds of the level's chunks, all workers'
+            if st.get("cpu_by_worker"):
+                timings[f"{name}_cpu_busiest_worker"] = float(max(st["cpu_by_worker"].values()))
         extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, outside the "
                  "differential privacy guarantee)" for lv in sorted(prep.invariant) if lv > 0]
         details: dict[str, Any] = {"noise": self.noise.name, "measured_geounits": int(spine.measured.sum()),
