@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import logging
 import multiprocessing as mp
 import pickle
 import resource
@@ -220,10 +219,11 @@ def run(scale: float = 1.0, workers: int = 2, out: Path | None = None, chunk_row
     own = client is None
     cluster = None
     if own:
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               silence_logs=logging.ERROR)
+        from hierdp.scale.executors import local_cluster
+
+        cluster = local_cluster(workers)  # the cluster engine="dask" makes for a release
         client = Client(cluster)
     try:
         t0 = time.perf_counter()
@@ -354,10 +354,11 @@ def main(argv: list[str] | None = None) -> None:
     if not args.census_only:
         run(args.scale, args.workers, args.out, args.chunk_rows, keep=args.keep)
     if args.census_blocks > 0:
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               silence_logs=logging.ERROR)
+        from hierdp.scale.executors import local_cluster
+
+        cluster = local_cluster(args.workers)
         client = Client(cluster)
         try:
             census_run(args.census_blocks, client)

@@ -394,13 +394,30 @@ def _dask_task(task: Any, tree: Any, job: Any, payload: tuple) -> tuple[Any, Any
     return run_partition(task, tree, job, payload)
 
 
+def local_cluster(workers: int) -> Any:
+    """A ``distributed.LocalCluster`` of ``workers`` single-threaded worker processes, as hierdp
+    makes one for a release: no dashboard, quiet logs, and two of distributed's defaults changed
+    for compute-bound tasks on short-lived workers - glibc's memory trimming threshold is left
+    dynamic (distributed pins it at 64 KiB, which made census chunks spend ~40% more CPU returning
+    and re-faulting their temporaries, measured in docs/scale.md) and the sampling profiler is off."""
+    import logging
+
+    import dask
+    from distributed import LocalCluster
+
+    environ = {k: v for k, v in dict(dask.config.get("distributed.nanny.pre-spawn-environ", {})).items()
+               if k != "MALLOC_TRIM_THRESHOLD_"}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ,
+                          "distributed.worker.profile.enabled": False}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                            silence_logs=logging.ERROR)
+
+
 class _DaskSession(Session):
     engine_name = "dask"
 
     def __init__(self, engine: DaskEngine, task: Any, tree: Any) -> None:
-        import logging
-
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         self._fan_out: dict[int, float] = {}
         self.partition_children = engine.partition_children
@@ -408,8 +425,7 @@ class _DaskSession(Session):
         self._own_client = True
         ex = engine.executor
         if ex is None:
-            self._cluster = LocalCluster(n_workers=engine.workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=":0", silence_logs=logging.ERROR)
+            self._cluster = local_cluster(engine.workers)
             self.client = Client(self._cluster)
         elif isinstance(ex, str):
             try:
