@@ -18,11 +18,10 @@ See docs/constraints.md.
 from hierdp.constraints.cells import CellConstraints, CellRows, CellSpace, bind_cells
 from hierdp.constraints.entries import ByLevels, CellRule, Invariant, LinearRow, NodeBounds, StructuralZero
 from hierdp.constraints.errors import ConstraintError, ConstraintsInfeasible
-from hierdp.constraints.fileio import read_constraints, write_constraints
 from hierdp.constraints.levels import LevelConstraints, LevelRows
 from hierdp.constraints.report import accounting_parts
 from hierdp.constraints.resolved import ResolvedConstraints
-from hierdp.constraints.spec import Constraints, as_constraints
+from hierdp.constraints.spec import Constraints, as_constraints, read_constraints, write_constraints
 
 __all__ = [
     "ByLevels",

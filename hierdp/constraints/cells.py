@@ -329,7 +329,7 @@ def bind_cells(constraints: Any, space: CellSpace) -> CellConstraints:
     """
     import time
 
-    from hierdp.constraints.resolve import check_numbers
+    from hierdp.constraints.integers import check_numbers
 
     t0 = time.perf_counter()
     entries = constraints.entries
@@ -479,8 +479,8 @@ def _intervals(rows: CellRows, single: np.ndarray, n_cells: int
     t = rows.ptr[:-1][single]
     c = rows.coef[t].astype(float)
     lo_r, hi_r = rows.lo[single], rows.hi[single]
-    a = np.where(c > 0, lo_r, hi_r) / np.where(c == 0, 1.0, c)
-    b = np.where(c > 0, hi_r, lo_r) / np.where(c == 0, 1.0, c)
+    a = np.where(c > 0, lo_r, hi_r) / c  # merged terms never have a zero coefficient
+    b = np.where(c > 0, hi_r, lo_r) / c
     with np.errstate(invalid="ignore"):
         lo = np.where(np.isfinite(a), np.ceil(a), -np.inf)
         hi = np.where(np.isfinite(b), np.floor(b), np.inf)

@@ -35,6 +35,7 @@ __all__ = [
     "NodeBounds",
     "NodeRef",
     "StructuralZero",
+    "describe_entry",
     "entry_label",
     "node_label",
 ]
@@ -269,3 +270,36 @@ def levels_of(levels: Any, label: str) -> tuple[str, ...] | None:
     if not isinstance(levels, Sequence) or not levels or not all(isinstance(x, str) for x in levels):
         raise ConstraintError(f"{label}: levels must be a non-empty list of level names, got {levels!r}")
     return tuple(levels)
+
+
+def describe_entry(e: Entry) -> str:
+    """One line: ``'cap': IL/COOK + IN/LAKE <= 5850000``."""
+    def side(lo: Any, hi: Any, expr: str) -> str:
+        if lo is not None and hi is not None:
+            return f"{expr} = {lo}" if lo == hi else f"{lo} <= {expr} <= {hi}"
+        return f"{expr} >= {lo}" if lo is not None else f"{expr} <= {hi}"
+
+    def expr_of(terms: Any) -> str:
+        out = []
+        for i, (node, coef) in enumerate(terms):
+            sign = "-" if coef < 0 else "+"
+            mag = abs(coef)
+            term = node_label(node) if mag == 1 else f"{mag}*{node_label(node)}"
+            out.append((("-" if sign == "-" else "") if i == 0 else f" {sign} ") + term)
+        return "".join(out)
+
+    def in_cells(cells: Any) -> str:
+        return f" in cells {list(cells)}" if cells else ""
+
+    if isinstance(e, LinearRow):
+        body = side(e.lower, e.upper, expr_of(e.terms)) + in_cells(e.cells)
+    elif isinstance(e, NodeBounds):
+        body = side(e.lower, e.upper, node_label(e.node)) + in_cells(e.cells)
+    elif isinstance(e, StructuralZero):
+        body = f"{node_label(e.node)} = 0" + (f" in cells {list(e.cells)}" if e.cells else "")
+    elif isinstance(e, Invariant):
+        body = f"{node_label(e.node)} = {e.value} (invariant" + (f" of cells {list(e.cells)})" if e.cells else ")")
+    else:
+        where = f"levels {list(e.levels)}" if e.levels else f"{len(e.nodes or ())} nodes"
+        body = side(e.lower, e.upper, expr_of(e.terms)) + f" in every geounit of {where}"
+    return f"{e.name!r}: {body}"

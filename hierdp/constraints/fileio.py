@@ -16,15 +16,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator
+from typing import Any
 
+from hierdp.constraints.entries import Entry
 from hierdp.constraints.errors import ConstraintError
 from hierdp.constraints.records import entry_from_record, record_of
 
-if TYPE_CHECKING:
-    from hierdp.constraints.spec import Constraints
-
-__all__ = ["FORMAT", "VERSION", "read_constraints", "write_constraints"]
+__all__ = ["FORMAT", "VERSION", "read_entries", "write_entries"]
 
 FORMAT = "hierdp.constraints"
 VERSION = 1
@@ -53,14 +52,13 @@ def parse_line(text: str, where: str) -> Any:
         raise ConstraintError(f"{where}: {exc}") from None
 
 
-def read_constraints(path: str | os.PathLike[str]) -> Constraints:
-    """Read a constraint file (JSON Lines).
+def read_entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
+    """The entries of a constraint file (JSON Lines), one line at a time (so that a caller adding
+    them stops at the first bad line, whatever is wrong with it).
 
     Raises:
         ConstraintError: the file is missing or unreadable, or a line is bad (named: ``line 3: ...``).
     """
-    from hierdp.constraints.spec import Constraints
-
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -72,7 +70,10 @@ def read_constraints(path: str | os.PathLike[str]) -> Constraints:
         raise ConstraintError(f"constraint file {p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise ConstraintError(f"constraint file {p}: {exc.strerror or exc}") from None
-    out = Constraints()
+    return _entries(text)
+
+
+def _entries(text: str) -> Iterator[Entry]:
     first = True
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
@@ -85,8 +86,7 @@ def read_constraints(path: str | os.PathLike[str]) -> Constraints:
             _check_header(rec, where)
             continue
         first = False
-        out.add(entry_from_record(rec, default_name=where, where=where))
-    return out
+        yield entry_from_record(rec, default_name=where, where=where)
 
 
 def _check_header(rec: dict[str, Any], where: str) -> None:
@@ -100,14 +100,12 @@ def _check_header(rec: dict[str, Any], where: str) -> None:
         raise ConstraintError(f"{where}: unknown key {extra[0]!r} in the header")
 
 
-def write_constraints(constraints: Constraints, path: str | os.PathLike[str]) -> Path:
-    """Write ``constraints`` as JSON Lines (a header line, then one entry per line); returns the path.
-
-    Reading the file back gives an equal set (:func:`read_constraints`).
-    """
+def write_entries(entries: Iterable[Entry], path: str | os.PathLike[str]) -> Path:
+    """Write ``entries`` as JSON Lines (a header line, then one entry per line), atomically; returns
+    the path. Reading the file back gives equal entries (:func:`read_entries`)."""
     p = Path(path)
     lines = [json.dumps({"format": FORMAT, "version": VERSION})]
-    lines += [json.dumps(record_of(e), ensure_ascii=False, allow_nan=False) for e in constraints]
+    lines += [json.dumps(record_of(e), ensure_ascii=False, allow_nan=False) for e in entries]
     tmp = p.with_name(p.name + ".tmp")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     os.replace(tmp, p)

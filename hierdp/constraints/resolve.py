@@ -25,19 +25,22 @@ import numpy as np
 from hierdp.constraints.bound import BoundRows, Intervals, merge_duplicate_terms
 from hierdp.constraints.carry import carry_intervals, carry_rows, single_node_intervals
 from hierdp.constraints.cells import bind_cells
-from hierdp.constraints.entries import CellRule, Invariant, LinearRow, NodeBounds, StructuralZero, entry_label
+from hierdp.constraints.entries import (
+    CellRule,
+    LinearRow,
+    NodeBounds,
+    StructuralZero,
+    describe_entry,
+    entry_label,
+)
 from hierdp.constraints.errors import ConstraintError, ConstraintsInfeasible
+from hierdp.constraints.integers import check_numbers
 from hierdp.constraints.nodes import locator_for
 from hierdp.constraints.resolved import ResolvedConstraints
 
-__all__ = ["MAX_BOUND", "MAX_COEFFICIENT", "check_numbers", "resolve"]
+__all__ = ["resolve"]
 
 log = logging.getLogger(__name__)
-
-#: largest |coefficient| of a row (products with counts below 2^52 stay exact in int64 sums)
-MAX_COEFFICIENT = 2 ** 31
-#: largest |bound| (float64 holds every integer up to 2^53)
-MAX_BOUND = 2 ** 52
 
 
 def resolve(constraints: Any, tree: Any, *, root_public: bool = True, check: bool = True,
@@ -191,30 +194,6 @@ def _hi_of(e: Any) -> float:
     return float(e.value)
 
 
-def check_numbers(e: Any) -> None:
-    """Integer coefficients and bounds within the exact ranges (the counts are integers)."""
-    nums: list[tuple[str, Any]] = []
-    if isinstance(e, (LinearRow, CellRule)):
-        for node, c in e.terms:
-            if not isinstance(c, int):
-                raise ConstraintError(f"{e.kind} {entry_label(e)}: coefficient {c} of {node!r} is not an integer (the "
-                                      "counts are integers; scale the row to integer coefficients)")
-            if abs(c) > MAX_COEFFICIENT:
-                raise ConstraintError(f"{e.kind} {entry_label(e)}: coefficient {c} of {node!r} is beyond ±2^31")
-        nums += [("lower bound", e.lower), ("upper bound", e.upper)]
-    elif isinstance(e, NodeBounds):
-        nums += [("lower bound", e.lower), ("upper bound", e.upper)]
-    elif isinstance(e, Invariant):
-        nums.append(("value", e.value))
-    for what, v in nums:
-        if v is None:
-            continue
-        if not isinstance(v, int):
-            raise ConstraintError(f"{e.kind} {entry_label(e)}: {what} {v} is not an integer (the counts are integers)")
-        if abs(v) > MAX_BOUND:
-            raise ConstraintError(f"{e.kind} {entry_label(e)}: {what} {v} is beyond ±2^52 (not exact in float64)")
-
-
 def _check_feasible(tree: Any, entries: tuple[Any, ...],
                     iv: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], rows: BoundRows,
                     root_value: int | None, *, solver: Any, time_limit: float | None) -> None:
@@ -250,8 +229,6 @@ def _check_feasible(tree: Any, entries: tuple[Any, ...],
                else "a subset could not be decided")
         raise ConstraintsInfeasible(f"the constraints cannot all hold on this tree{public} (no irreducible subset "
                                     f"named: {why}); nothing was released")
-    from hierdp.constraints.spec import describe_entry
-
     named = [entries[i] for i in subset]
     lines = "; ".join(describe_entry(e) + (f" ({e.where})" if e.where else "") for e in named)
     what = (f"entry {lines} cannot hold" if len(named) == 1 else

@@ -26,19 +26,19 @@ from hierdp.constraints.entries import (
     StructuralZero,
     cells_of,
     levels_of,
-    node_label,
     node_ref,
     number,
     sides,
     terms_of,
 )
 from hierdp.constraints.errors import ConstraintError
+from hierdp.constraints.fileio import read_entries, write_entries
 from hierdp.constraints.records import digest
 
 if TYPE_CHECKING:
     from hierdp.constraints.resolve import ResolvedConstraints
 
-__all__ = ["Constraints", "as_constraints"]
+__all__ = ["Constraints", "as_constraints", "read_constraints", "write_constraints"]
 
 
 class Constraints:
@@ -203,14 +203,10 @@ class Constraints:
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Constraints:
         """Read a constraint file (JSON Lines; errors name the line)."""
-        from hierdp.constraints.fileio import read_constraints
-
         return read_constraints(path)
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write this set as JSON Lines (reading it back gives an equal set)."""
-        from hierdp.constraints.fileio import write_constraints
-
         return write_constraints(self, path)
 
     # ------------------------------------------------------------------ binding
@@ -248,37 +244,20 @@ def _key(e: Entry) -> tuple[Any, ...]:
     return tuple(sorted((k, repr(v)) for k, v in rec.items()))
 
 
-def describe_entry(e: Entry) -> str:
-    """One line: ``'cap': IL/COOK + IN/LAKE <= 5850000``."""
-    def side(lo: Any, hi: Any, expr: str) -> str:
-        if lo is not None and hi is not None:
-            return f"{expr} = {lo}" if lo == hi else f"{lo} <= {expr} <= {hi}"
-        return f"{expr} >= {lo}" if lo is not None else f"{expr} <= {hi}"
+def read_constraints(path: str | os.PathLike[str]) -> Constraints:
+    """Read a constraint file (JSON Lines; see docs/constraints.md).
 
-    def expr_of(terms: Any) -> str:
-        out = []
-        for i, (node, coef) in enumerate(terms):
-            sign = "-" if coef < 0 else "+"
-            mag = abs(coef)
-            term = node_label(node) if mag == 1 else f"{mag}*{node_label(node)}"
-            out.append((("-" if sign == "-" else "") if i == 0 else f" {sign} ") + term)
-        return "".join(out)
+    Raises:
+        ConstraintError: the file is missing or unreadable, or a line is bad (named: ``line 3: ...``),
+            a name is used twice (``duplicate name 'x' (line 3): first used at line 1``).
+    """
+    return Constraints(read_entries(path))
 
-    def in_cells(cells: Any) -> str:
-        return f" in cells {list(cells)}" if cells else ""
 
-    if isinstance(e, LinearRow):
-        body = side(e.lower, e.upper, expr_of(e.terms)) + in_cells(e.cells)
-    elif isinstance(e, NodeBounds):
-        body = side(e.lower, e.upper, node_label(e.node)) + in_cells(e.cells)
-    elif isinstance(e, StructuralZero):
-        body = f"{node_label(e.node)} = 0" + (f" in cells {list(e.cells)}" if e.cells else "")
-    elif isinstance(e, Invariant):
-        body = f"{node_label(e.node)} = {e.value} (invariant" + (f" of cells {list(e.cells)})" if e.cells else ")")
-    else:
-        where = f"levels {list(e.levels)}" if e.levels else f"{len(e.nodes or ())} nodes"
-        body = side(e.lower, e.upper, expr_of(e.terms)) + f" in every geounit of {where}"
-    return f"{e.name!r}: {body}"
+def write_constraints(constraints: Constraints, path: str | os.PathLike[str]) -> Path:
+    """Write ``constraints`` as JSON Lines (a header line, then one entry per line); returns the path.
+    Reading the file back gives an equal set (:func:`read_constraints`)."""
+    return write_entries(constraints, path)
 
 
 def as_constraints(value: Any) -> Constraints | None:

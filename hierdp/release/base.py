@@ -74,14 +74,16 @@ class BaseRelease(ABC):
         return backend.intervals(self, level, method=method, draws=draws, seed=seed, progress=progress, **options)
 
     # -- saving and loading (hierdp.release.saved) ------------------------------------------------
-    def save(self, path: Any, *, overwrite: bool = False) -> Any:
+    def save(self, path: Any, *, overwrite: bool = False, frame: pd.DataFrame | None = None) -> Any:
         """Write the release's table to ``path`` (``.csv``, ``.csv.gz``, ``.parquet``, ``.pq``) and
         its accounting beside it (``path.accounting.json``; inside a Parquet file too), atomically;
         ``hierdp.load_release(path)`` reads back an equal release. Returns the accounting's path.
+        ``frame``: the table to write, default :meth:`to_frame`; pass ``release.intervals(0.9)`` to
+        publish the intervals too (the document then states how they were computed).
         See :mod:`hierdp.release.saved`."""
         from hierdp.release.saved import save_release
 
-        return save_release(self, path, overwrite=overwrite)
+        return save_release(self, path, overwrite=overwrite, frame=frame)
 
     def _saved_structure(self) -> dict[str, Any]:
         """What, beside the table, the accounting and the parameters, rebuilds this release (plain

@@ -71,11 +71,14 @@ def _format_of(path: Path) -> str:
 
 
 # ---------------------------------------------------------------------------------------- the document
-def release_document(release: Any, *, frame: pd.DataFrame | None = None, table: bool = True) -> dict[str, Any]:
+def release_document(release: Any, *, frame: pd.DataFrame | None = None, table: bool = True,
+                     intervals: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The accounting document of ``release`` (plain JSON; see the module docstring and
     ``docs/privacy.md`` for every field). ``frame``: the table written beside it (default
     ``release.to_frame()``), described under ``"table"``; ``table=False`` leaves out what only reading
-    a table back needs (``"release"``, ``"table"``: ``hierdp compare`` records accounting only)."""
+    a table back needs (``"release"``, ``"table"``: ``hierdp compare`` records accounting only);
+    ``intervals``: how the table's ``lower`` / ``upper`` columns were computed
+    (``frame.attrs["intervals"]`` of ``release.intervals(...)``), recorded under ``"intervals"``."""
     from hierdp._version import __version__, backend_versions
     from hierdp.privacy.domain import OBSERVED_DOMAIN_ASSUMPTION
 
@@ -115,6 +118,8 @@ def release_document(release: Any, *, frame: pd.DataFrame | None = None, table: 
         "parameters": encode(params),
         "accounting": acc_dict,
     }
+    if intervals is not None:
+        document["intervals"] = encode(dict(intervals))
     if table:
         frame = release.to_frame() if frame is None else frame
         document["release"] = {"type": f"{type(release).__module__}:{type(release).__qualname__}",
@@ -216,7 +221,7 @@ def _write_table(frame: pd.DataFrame, fh: Any, fmt: str, document: dict[str, Any
 
 
 def save_release(release: Any, path: str | Path, *, overwrite: bool = False,
-                 frame: pd.DataFrame | None = None) -> Path:
+                 frame: pd.DataFrame | None = None, intervals: Mapping[str, Any] | None = None) -> Path:
     """Write ``release``'s table to ``path`` and its accounting document beside it (see the module
     docstring); returns the document's path.
 
@@ -224,6 +229,9 @@ def save_release(release: Any, path: str | Path, *, overwrite: bool = False,
         overwrite: replace existing files (else :class:`FileExistsError`, before anything is written).
         frame: the table to write (default ``release.to_frame()``; the command line renames a point
             release's coordinate columns through the release itself, not here).
+        intervals: how the frame's ``lower`` / ``upper`` columns were computed, stated in the
+            document (``"intervals"``); default: the frame's ``attrs["intervals"]`` (a frame from
+            ``release.intervals(level)`` carries it).
 
     Raises:
         ReleaseFileError: an unknown suffix.
@@ -236,7 +244,9 @@ def save_release(release: Any, path: str | Path, *, overwrite: bool = False,
         if target.exists() and not overwrite:
             raise FileExistsError(f"{target} already exists (pass overwrite=True to replace it)")
     frame = release.to_frame() if frame is None else frame
-    document = release_document(release, frame=frame)
+    if intervals is None:
+        intervals = frame.attrs.get("intervals")
+    document = release_document(release, frame=frame, intervals=intervals)
     tmp_table = _write_temp(out, lambda fh: _write_table(frame, fh, fmt, document))
     tmp_doc: Path | None = None
     new_side = not side.exists()

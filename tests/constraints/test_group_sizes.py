@@ -403,3 +403,17 @@ def test_a_constraint_file_names_regions_and_sizes(tmp_path):
     assert b.check(rel.values.T) == []
     a0 = list(rel.names).index("A0")
     assert rel.values[a0, 4] == 0
+
+
+def test_a_solver_the_user_named_is_kept_and_refused_before_noise_when_it_cannot_take_the_problem(monkeypatch):
+    regions = hierdp.Hierarchy.from_edges([("N", "A"), ("N", "B"), ("A", "A0"), ("A", "A1"), ("B", "B0")])
+    data = CountOfCounts.from_histograms(regions, [[4000, 3000, 2500], [3500, 2000, 1000], [5000, 1200, 900]], K=3)
+    c = Constraints().add_linear({"A0": 1, "B0": 1}, cells=[1], upper=8_000, name="cap")
+    monkeypatch.setattr(pgsr_base, "GEOMETRIC", _NoNoise())
+    with pytest.raises(MechanismParameterError, match="ortools cannot solve the constrained problem: CP-SAT"):
+        MH(epsilon=1.0, solver="ortools", constraints=c).release(data, seed=0)
+    monkeypatch.undo()
+    rel = MH(epsilon=1.0, constraints=c).release(data, seed=0)  # the default gives way to an exact plug-in
+    assert rel.params["constraint_solver"] == rel.solver == "highs"
+    v = rel.values
+    assert v[list(rel.names).index("A0"), 0] + v[list(rel.names).index("B0"), 0] <= 8_000

@@ -141,3 +141,27 @@ def test_nan_and_unsupported_values() -> None:
     assert math.isnan(decode(json.loads(json.dumps(encode(float("nan"))))))
     with pytest.raises(TypeError, match="cannot write"):
         encode(object())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_table_with_intervals_states_them_in_its_accounting_and_reads_back(fmt: str, tmp_path: Path) -> None:
+    """``release.save(path, frame=release.intervals(0.9))``: the table holds the interval columns as
+    computed, the document (and Parquet metadata) states the method, and the release reads back
+    equal (the interval columns are extra columns of the table, not part of the release)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    edges = [("R", "A"), ("R", "B")] + [(p, f"{p}{i}") for p in "AB" for i in range(3)]
+    tree = hierdp.Hierarchy.from_edges(edges, counts={f"{p}{i}": 30 + 11 * i for p in "AB" for i in range(3)})
+    rel = create("inftda", epsilon=1.0, delta=1e-8).release(tree, seed=0)
+    frame = rel.intervals(0.9, domain=tree, draws=20, seed=3)
+    side = rel.save(tmp_path / f"r{fmt}", frame=frame)
+    doc = json.loads(side.read_text())
+    assert doc["intervals"] == {**frame.attrs["intervals"]}
+    assert doc["intervals"]["privacy"].startswith("post-processing") and doc["intervals"]["level"] == 0.9
+    table = pd.read_parquet(tmp_path / f"r{fmt}") if fmt == ".parquet" else pd.read_csv(tmp_path / f"r{fmt}")
+    assert list(table["lower"]) == list(frame["lower"]) and list(table["upper"]) == list(frame["upper"])
+    if fmt == ".parquet":
+        inside = json.loads(pq.read_schema(tmp_path / f"r{fmt}").metadata[b"hierdp.release"])
+        assert inside["intervals"] == doc["intervals"]
+    assert hierdp.load_release(tmp_path / f"r{fmt}") == rel

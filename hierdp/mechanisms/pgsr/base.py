@@ -45,7 +45,9 @@ class GroupSizeMechanism(Mechanism):
             structure and checked for feasibility before any noise; the noise and the ledger are
             those of the release without it.
         constraint_solver: the solver of the constrained problem when the mechanism's own solver
-            cannot honour it (default ``"auto"``: the first exact plug-in that accepts it).
+            cannot honour it (default: a ``solver=`` you named - kept, and refused before any
+            noise if it cannot take the actual problem - else ``"auto"``, the first exact plug-in
+            that accepts it).
     """
 
     name = "group sizes"
@@ -87,9 +89,9 @@ class GroupSizeMechanism(Mechanism):
         self.time_limit = None if time_limit is None else float(time_limit)
         self.solver_options = dict(solver_options or {})
         self.solver = self._check_solver(solver if solver is not None else self.default_solver)
-        self._set_constraints(constraints, constraint_solver)
+        self._set_constraints(constraints, constraint_solver, solver is not None)
 
-    def _set_constraints(self, constraints: Any, constraint_solver: Any) -> None:
+    def _set_constraints(self, constraints: Any, constraint_solver: Any, solver_given: bool) -> None:
         """Keep the constraint set (a file is read now) and check the constraint solver's name and
         capabilities (the actual problem is checked once the data's structure is known, before noise)."""
         from hierdp.constraints import ConstraintError, as_constraints
@@ -103,6 +105,10 @@ class GroupSizeMechanism(Mechanism):
         if self.constraints is not None and not self.consistent:
             raise MechanismParameterError(f"{self.name} rounds per cell after its solve, which can break any row; "
                                           "constraints= needs an exact mechanism (relaxed=False)")
+        if constraint_solver is None and self.constraints is not None:
+            # a solver the user named is kept (and refused before noise if it cannot take the actual
+            # problem); the mechanism's default gives way to the first exact plug-in that takes it
+            constraint_solver = self.solver_name if solver_given else "auto"
         self.constraint_solver = constraint_solver
         if constraint_solver is not None and constraint_solver != "auto":
             from hierdp.solvers import get
@@ -115,7 +121,7 @@ class GroupSizeMechanism(Mechanism):
                 raise MechanismParameterError(f"constraint_solver {constraint_solver!r} cannot honour constraint rows "
                                               "in an integer L2 problem; leave it unset (auto) or name a general "
                                               "solver ('highs', 'ortools')")
-        self._bound_cache: tuple[Any, Any] | None = None
+        self._bound_cache: tuple[Any, int, Any] | None = None
 
     # ------------------------------------------------------------------ options
     def _features(self) -> set[str]:
@@ -176,7 +182,7 @@ class GroupSizeMechanism(Mechanism):
         constraints = getattr(self, "constraints", None)
         if constraints is not None:
             out["constraints"] = constraints.digest()
-            out["constraint_solver"] = self.constraint_solver or "auto"
+            out["constraint_solver"] = self.constraint_solver
         return out
 
     # ------------------------------------------------------------------ measurement
@@ -316,12 +322,13 @@ class GroupSizeMechanism(Mechanism):
         """The constraint set bound to ``data``'s public structure (kept for the same structure)."""
         from hierdp.mechanisms.pgsr.constraints import GroupSizeConstraints
 
-        key = (id(data.regions), data.K)
-        if self._bound_cache is None or self._bound_cache[0] != key:
+        # kept for the same region tree object (held here, so its identity cannot be reused) and K
+        cache = self._bound_cache
+        if cache is None or cache[0] is not data.regions or cache[1] != data.K:
             bound = GroupSizeConstraints.bind(self.constraints, data, region_totals=self.region_totals_public,
                                               time_limit=max(60.0, float(self.time_limit or 0)))
-            self._bound_cache = (key, bound)
-        return self._bound_cache[1]
+            cache = self._bound_cache = (data.regions, data.K, bound)
+        return cache[2]
 
     def _bind_constraints(self, data: CountOfCounts, scales: Sequence[float]) -> Any:
         """Before any noise: bind and check the constraint set, and the solver of the constrained
@@ -360,6 +367,8 @@ class GroupSizeMechanism(Mechanism):
         if not why:
             return self.solver, self.solver_options
         given = self.constraint_solver or "auto"
+        if given == own.name:  # the user's general solver: kept, never swapped for another
+            raise UnsupportedProblem(f"{own.name} cannot solve the constrained problem: {'; '.join(why)}")
         if given == "auto":
             try:
                 return choose(problem).name, {}

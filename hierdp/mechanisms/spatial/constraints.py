@@ -44,6 +44,7 @@ from hierdp.constraints.entries import (
     LinearRow,
     NodeBounds,
     StructuralZero,
+    describe_entry,
     entry_label,
     node_label,
 )
@@ -232,7 +233,6 @@ class SpatialConstraints(StatedConstraints):
 
     def _check_feasible(self, time_limit: float | None) -> None:
         from hierdp.constraints.feasibility import decide, irreducible_subset
-        from hierdp.constraints.spec import describe_entry
         from hierdp.models import ProblemError
 
         def feasible(items: list[int] | None) -> bool | None:
