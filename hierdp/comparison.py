@@ -36,8 +36,8 @@ Runs are *experiments*: seeded numpy randomness, reproducible, not for publicati
 configuration sees the same seeds, so differences between configurations at one seed come
 from the post-processing (for mechanisms with the same noise) and not from luck alone.
 
-A configuration that cannot run is reported, not hidden: ``status`` is ``"ok"``, ``"time
-limit"`` (a solver stopped at ``time_limit`` seconds), ``"unsupported"`` (the solver cannot
+A configuration that cannot run is reported, not hidden: ``status`` is ``"ok"``,
+``"time_limit"`` (a solver stopped at ``time_limit`` seconds, also after the noise was drawn), ``"unsupported"`` (the solver cannot
 post-process this mechanism's problems exactly, or an option does not apply to it) or
 ``"failed"`` (another error; ``message`` says which). After a configuration fails its remaining
 seeds are skipped (they would fail the same way, or wait for the same time limit).

@@ -20,16 +20,16 @@ from hierdp.cli.console import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_SOLVER,
-    EXIT_TERMINATED,
     Console,
     Terminated,
+    end_worker_pools,
     exit_now_if_abandoned,
     one_line,
     terminate_on_sigterm,
 )
 from hierdp.cli.io import CliError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "solver_stop"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,9 +89,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def solver_stop(exc: BaseException) -> BaseException | None:
+    """The :class:`~hierdp.solvers.base.SolverFailed` behind ``exc`` (itself, or the direct cause
+    of a ``ReleaseAborted``: a solver that stopped after the noise, e.g. at its time limit), else
+    None (a failure with another cause - e.g. constraints that cannot hold - is bad input)."""
+    from hierdp.solvers.base import SolverFailed
+
+    if isinstance(exc, SolverFailed):
+        return exc
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, SolverFailed) else None
+
+
+def _solver_stop_text(exc: BaseException, stop: BaseException) -> str:
+    """One line for a solver's stop: its status and message, where it stopped and what was spent
+    (a ``ReleaseAborted``), and that nothing was written."""
+    text = _message(stop)
+    if len(text) > 300:
+        text = text[:290].rstrip() + " ..."
+    where = ""
+    if exc is not stop and getattr(exc, "spent", None) is not None:
+        level = getattr(exc, "level", -1)
+        at = f"at level {level} ({getattr(exc, 'level_name', '')}) " if isinstance(level, int) and level >= 0 else ""
+        where = f"; the release stopped {at}after its noise was drawn ({exc.spent} spent)"  # type: ignore[attr-defined]
+    return f"status {getattr(stop, 'status', 'failed')}: {text}{where}; nothing was written"
+
+
+def _resume_hint(args: argparse.Namespace) -> str:
+    ck = getattr(args, "checkpoint", None) or getattr(args, "resume", None)
+    if ck is None:
+        return ""
+    return (f"; the finished levels are kept in checkpoint {ck}: continue with --resume {ck} (a longer --time-limit "
+            "is allowed)")
+
+
 def _main(argv: Sequence[str] | None) -> int:
     from hierdp.errors import HierdpError
-    from hierdp.solvers.base import SolverFailed
 
     try:
         args = build_parser().parse_args(argv)
@@ -104,19 +137,21 @@ def _main(argv: Sequence[str] | None) -> int:
     except CliError as exc:
         console.error(exc)
         return exc.code
-    except SolverFailed as exc:
-        status = getattr(exc, "status", "failed")
-        console.error(f"status {status}: {_message(exc)}; nothing was written")
-        return EXIT_SOLVER
-    except (HierdpError, KeyError, ValueError) as exc:  # bad input named by the library
+    except (HierdpError, KeyError, ValueError) as exc:  # bad input named by the library, or a solver's stop
+        stop = solver_stop(exc)
+        if stop is not None:  # exit 3: the solver stopped without an optimal answer (a time limit, ...)
+            console.error(_solver_stop_text(exc, stop) + _resume_hint(args))
+            return EXIT_SOLVER
         console.error(_message(exc))
         return EXIT_INPUT
     except KeyboardInterrupt:
+        end_worker_pools()
         console.error("interrupted; nothing was written")
         return EXIT_INTERRUPTED
-    except Terminated:
-        console.error("terminated (SIGTERM); nothing was written")
-        return EXIT_TERMINATED
+    except Terminated as exc:
+        end_worker_pools()
+        console.error(f"terminated ({exc.name}); nothing was written")
+        return exc.code
     except BrokenPipeError as exc:
         console.error(_message(exc) if exc.args else "stdout was closed early (broken pipe)")
         return EXIT_BROKEN_PIPE

@@ -4,7 +4,7 @@ Runs every configuration (``--mechanisms`` × ``--solvers`` where a mechanism ha
 step, as the mechanism registry says) once per seed on the same input and budget, and writes
 
 * a tidy CSV (``-o``, default ``compare.csv``): one row per configuration, seed and level, with
-  the metrics that fit the input, and a ``status`` (``ok``, ``time limit``, ``unsupported``,
+  the metrics that fit the input, and a ``status`` (``ok``, ``time_limit``, ``unsupported``,
   ``failed``) for configurations that could not run;
 * a figure (``--plot``, default the CSV's name with ``.png``): the metrics per level with bands
   over the seeds, and seconds per release.
@@ -49,13 +49,12 @@ from hierdp.cli.io import (
     check_figure_path,
     check_input_file,
     check_output_path,
-    read_table,
     write_figure_atomic,
     write_table_atomic,
 )
 from hierdp.cli.layouts import Layout, check_mechanism_fits, decide_layout
 
-__all__ = ["add_compare_parser", "run_compare"]
+__all__ = ["add_compare_parser", "figure_digest", "run_compare"]
 
 
 def _seeds(text: str) -> list[int]:
@@ -174,10 +173,9 @@ def _read(args: argparse.Namespace, layout: Layout | None, spec: Any) -> Any:
         from hierdp.cli.points import read_grid
 
         return read_grid(args, spec)
-    from hierdp.cli.trees import build_tree
+    from hierdp.cli.trees import build_tree, read_tree_input
 
-    return build_tree(args, read_table(args.input, counts=[args.count] if args.count else []),
-                      layout.shape or "levels")
+    return build_tree(args, read_tree_input(args, layout.shape or "levels"), layout.shape or "levels")
 
 
 def _domain_line(args: argparse.Namespace, layout: Layout | None, spec: Any) -> str:
@@ -256,7 +254,8 @@ def run_compare(args: argparse.Namespace) -> int:
             from hierdp.plot import compare_figure
 
             label = "bundled world cities" if args.input is None else Path(args.input).name
-            write_figure_atomic(compare_figure(frame, data_label=label), fig_path)
+            write_figure_atomic(compare_figure(frame, data_label=label), fig_path,
+                                metadata={"hierdp-data": figure_digest(frame)})
             written.append(fig_path)
             drew = True
         secs = time.perf_counter() - t_start
@@ -282,6 +281,15 @@ def run_compare(args: argparse.Namespace) -> int:
     if console.pipe_closed:
         raise BrokenPipeError(f"stdout was closed early; the results were written to {out}")
     return 0
+
+
+def figure_digest(frame: Any) -> str:
+    """SHA-256 of what a compare figure draws, timings aside (they change run to run): written
+    into the figure, so a figure can be checked against a fresh run of the command that made it."""
+    import hashlib
+
+    fixed = frame.drop(columns=[c for c in frame.columns if "seconds" in str(c)])
+    return hashlib.sha256(fixed.to_csv(index=False, float_format="%.9g").encode("utf-8")).hexdigest()
 
 
 def _seed_text(seeds: list[int]) -> str:

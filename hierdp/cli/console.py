@@ -3,7 +3,9 @@ one-line errors, and long work that Ctrl-C can interrupt at once.
 
 Exit codes: 0 success; 1 internal error (a bug: the message says how to get the traceback);
 2 bad input or usage; 3 the solver stopped without an optimal answer (e.g. its time limit);
-130 interrupted (Ctrl-C); 141 stdout closed early (broken pipe); 143 terminated (SIGTERM).
+129 hung up (SIGHUP); 130 interrupted (Ctrl-C); 141 stdout closed early (broken pipe);
+143 terminated (SIGTERM). An interrupted, hung-up or terminated command removes its temporary
+files and ends the worker processes it started before it exits.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "Console",
     "Terminated",
+    "end_worker_pools",
     "exit_now_if_abandoned",
     "one_line",
     "run_interruptible",
@@ -40,12 +43,31 @@ EXIT_SOLVER = 3
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 EXIT_TERMINATED = 143
+EXIT_HANGUP = 129
 
 T = TypeVar("T")
 
 
 class Terminated(BaseException):
-    """SIGTERM arrived: unwind like Ctrl-C (temporary files are removed on the way out)."""
+    """SIGTERM or SIGHUP arrived: unwind like Ctrl-C (temporary files are removed on the way out).
+
+    Attributes:
+        signum: the signal (exit code ``128 + signum``).
+    """
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(signum)
+        self.signum = int(signum)
+
+    @property
+    def name(self) -> str:
+        """``"SIGTERM"`` or ``"SIGHUP"``."""
+        return signal.Signals(self.signum).name
+
+    @property
+    def code(self) -> int:
+        """The exit code: 143 (SIGTERM) or 129 (SIGHUP)."""
+        return 128 + self.signum
 
 
 #: longest message printed; an error quoting a whole array is cut (the start names the culprit)
@@ -174,27 +196,42 @@ def exit_now_if_abandoned(code: int) -> None:
     Everything the command promised is already done (messages printed, temporary files
     removed), so flush and leave. Only for the console script, never inside a caller's process.
     """
-    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED) or any(t.is_alive() for t in ABANDONED):
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_HANGUP) or any(t.is_alive() for t in ABANDONED):
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(code)
 
 
+def end_worker_pools() -> None:
+    """End the process pools this process started for ``--engine processes`` (without waiting
+    for their running tasks). Their workers would end with this process anyway; this ends them
+    before the command's last message."""
+    executors = sys.modules.get("hierdp.scale.executors")
+    if executors is not None:
+        executors.terminate_pools()
+
+
+#: signals that end a command like Ctrl-C (through :class:`Terminated`)
+TERMINATING = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None)
+
+
 def terminate_on_sigterm() -> Callable[[], None]:
-    """Turn SIGTERM into :class:`Terminated` in the main thread (so ``finally`` blocks remove
-    temporary files); returns a function that restores the previous handler."""
+    """Turn SIGTERM and SIGHUP into :class:`Terminated` in the main thread (so ``finally`` blocks
+    remove temporary files); returns a function that restores the previous handlers."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
     def handler(signum: int, frame: Any) -> None:
-        raise Terminated()
+        raise Terminated(signum)
 
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except (ValueError, OSError):
-        return lambda: None
+    previous: dict[int, Any] = {}
+    for sig in TERMINATING:
+        with contextlib.suppress(ValueError, OSError):
+            previous[sig] = signal.signal(sig, handler)
+
     def restore() -> None:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
     return restore

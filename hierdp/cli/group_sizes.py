@@ -8,7 +8,9 @@ Layout (chosen by ``--unit``)::
 * one row per group (``--size COL``: its number of members), or one row per person (no
   ``--size``; ``--person COL`` optionally names a person id, refused if a person is in two units);
 * ``--levels``: the region columns, coarse to fine; every unit's rows must agree on them;
-* ``--max-size K``: the public number of sizes (sizes 1..K). Without it K is the observed maximum,
+* ``--max-size K``: the public number of sizes (sizes 1..K), no more than the release fits in
+  :data:`hierdp.cli.memory.MEMORY_BOUND` over the regions (checked before reading, and once the
+  public regions are known, before any noise). Without it K is the observed maximum,
   which is data-derived: ``--observed-max-size-public`` states that it is public (the release
   says so). ``--top-code`` counts sizes above K in size K instead of refusing them;
 * the region domain: ``--geo FILE`` (the ``--levels`` columns, every possible region) or
@@ -47,8 +49,9 @@ from hierdp.cli.common import (
     split_columns,
 )
 from hierdp.cli.console import finish_release, show_progress
-from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table
+from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, read_table_header
 from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
+from hierdp.cli.memory import check_group_memory
 
 __all__ = ["add_group_size_arguments", "check_group_size_arguments", "domain_text", "read_count_of_counts",
            "run_group_sizes"]
@@ -111,19 +114,17 @@ def read_count_of_counts(args: argparse.Namespace) -> Any:
     from hierdp.hierarchy.count_of_counts import CountOfCounts
 
     levels = split_columns(args.levels)
-    df = read_table(args.input, counts=[args.size] if args.size else [])
-    missing = [c for c in [args.unit, *levels] + [c for c in (args.size, args.person) if c] if c not in df.columns]
-    if missing:
-        raise CliError(f"input {Path(args.input).name}: unknown column {missing[0]!r}; columns are "
-                       f"{list(df.columns)}")
+    # only the columns the release uses are read (an unused column, blank in most rows, is ignored)
+    used = [args.unit, *levels] + [c for c in (args.size, args.person) if c]
+    df = read_table(args.input, counts=[args.size] if args.size else [], columns=used)
     domain = None
     if args.geo:
-        geo = read_table(args.geo, what="--geo")
-        lack = [c for c in levels if c not in geo.columns]
+        have = read_table_header(args.geo)
+        lack = [c for c in levels if c not in have]
         if lack:
             raise CliError(f"--geo {Path(args.geo).name}: no level column {lack[0]!r}; it needs the "
-                           f"--levels columns {levels} (it has {list(geo.columns)})")
-        domain = geo[levels]
+                           f"--levels columns {levels} (it has {have})")
+        domain = read_table(args.geo, what="--geo", columns=levels)
     common = dict(unit=args.unit, levels=levels, K=args.max_size, domain=domain,
                   observed_domain_public=bool(args.observed_domain_public and domain is None),
                   observed_k_public=bool(args.observed_max_size_public), top_code=bool(args.top_code))
@@ -190,6 +191,8 @@ def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
     check_mechanism_fits(name, "groups")
     check_solver_flags(args, name)
     check_group_size_arguments(args)
+    if args.max_size is not None:  # public: refused before the input is read (one region per level at least)
+        check_group_memory(name, args.max_size, len(split_columns(args.levels)) + 1, known=False)
     check_randomness_flags(args)
     mech = _mechanism(args, name)
     seed, drawn = seed_for_run(args)
@@ -200,6 +203,7 @@ def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
         def work() -> tuple[Any, float, Any]:
             t0 = time.perf_counter()
             data = read_count_of_counts(args)
+            check_group_memory(name, data.K, data.n_regions, known=True)  # the public regions: before any noise
             t_build = time.perf_counter() - t0
             return data, t_build, mech.release(data, seed=seed, progress=show_progress(args))
 

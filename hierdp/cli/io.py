@@ -34,6 +34,7 @@ __all__ = [
     "check_output_path",
     "format_of",
     "read_table",
+    "read_table_header",
     "write_figure_atomic",
     "write_table_atomic",
 ]
@@ -44,6 +45,8 @@ OUTPUT_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq")
 _FLOAT_PRECISION: dict = {} if int(pd.__version__.split(".")[0]) >= 3 else {"float_precision": "round_trip"}
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 _PARQUET = (".parquet", ".pq")
+#: compressed CSV that pandas infers from the name (besides .gz)
+_COMPRESSED = (".xz", ".bz2", ".zip", ".zst", ".tar", ".tgz")
 
 
 class CliError(HierdpError, ValueError):
@@ -63,12 +66,22 @@ def format_of(path: Path) -> str:
 
 
 def check_input_file(path: str | Path, what: str = "input") -> Path:
-    """The path of an existing, readable regular file, else :class:`CliError` saying why."""
+    """The path of an existing, readable regular file, else :class:`CliError` saying why.
+
+    A FIFO, a socket or a device (``/dev/zero``, ``/dev/stdin``) is refused: it is read twice (the
+    header, then the rows), could block forever or never end, and its size is unknown."""
+    import stat
+
     p = Path(path)
     if not p.exists():
         raise CliError(f"{what} file not found: {p}")
     if p.is_dir():
         raise CliError(f"{what} {p} is a directory, not a file")
+    mode = p.stat().st_mode
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
+                stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+        raise CliError(f"{what} {p} is {kind}; give a regular file (copy a stream to a file first)")
     if not os.access(p, os.R_OK):
         raise CliError(f"cannot read {what} {p}: permission denied")
     return p
@@ -118,13 +131,16 @@ def _read_error(p: Path, exc: BaseException) -> CliError:
     """A one-line message for a file that could not be parsed."""
     import gzip
     import lzma
+    import zipfile
     import zlib
 
     msg = " ".join(str(exc).split())
     if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError)) and p.name.lower().endswith(".gz"):
         return CliError(f"cannot read {p}: not a valid gzip file ({msg or type(exc).__name__})")
-    if isinstance(exc, (lzma.LZMAError, OSError)) and p.name.lower().endswith((".xz", ".bz2", ".zip", ".zst")):
-        return CliError(f"cannot read {p}: not a valid compressed file ({msg or type(exc).__name__})")
+    if isinstance(exc, (lzma.LZMAError, zipfile.BadZipFile, zlib.error, EOFError, OSError)) \
+            and p.name.lower().endswith(_COMPRESSED):
+        return CliError(f"cannot read {p}: not a valid {p.suffix.lstrip('.').lower()} file "
+                        f"({msg or type(exc).__name__})")
     if isinstance(exc, UnicodeDecodeError):
         return CliError(f"cannot read {p}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at "
                         f"offset {exc.start}); save it as UTF-8 CSV, or use Parquet")
@@ -161,7 +177,9 @@ def read_table(path: str | Path, *, counts: Sequence[str] = (), what: str = "inp
         counts: the count columns: parsed exactly to int64 (the bad cell named). Every other
             column is read as strings, verbatim.
         what: how messages name the file (``"input"``, ``"--geo"``).
-        columns: read only these columns (default: all); a missing one is named.
+        columns: read only these columns (default: all) - the ones the release uses, so that a
+            column it does not use (a note, blank in most rows) can neither refuse the input nor
+            cost memory; a missing one is named.
         numbers: real-valued columns (coordinates): parsed to finite float64, correctly rounded
             (Python's ``float``); an empty, non-numeric, NaN or infinite cell is named.
 
@@ -170,19 +188,29 @@ def read_table(path: str | Path, *, counts: Sequence[str] = (), what: str = "inp
     """
     from hierdp.hierarchy.counts import parse_count_text
 
+    import lzma
+    import tarfile
+    import zipfile
+
     p = check_input_file(path, what)
     parquet = p.name.lower().endswith(_PARQUET)
     try:
         if parquet:
-            df = pd.read_parquet(p)
+            if columns is not None:
+                import pyarrow.parquet as pq
+
+                names = [str(c) for c in pq.read_schema(p).names]
+                _check_columns(names, columns, counts, what, p)
+            df = pd.read_parquet(p, columns=list(dict.fromkeys(columns)) if columns is not None else None)
             df.columns = [str(c) for c in df.columns]
         else:
             names = _check_header(p)
-            lack = [c for c in (columns or ()) if c not in names]
-            if lack:
-                raise CliError(f"{what} {p.name}: unknown column {lack[0]!r}; columns are {names}")
-            kw: dict = dict(keep_default_na=False, na_filter=False, encoding="utf-8-sig",
-                            usecols=list(columns) if columns is not None else None)
+            if columns is not None:
+                _check_columns(names, columns, counts, what, p)
+            # every column is parsed (as text): pandas checks each line's fields against the header
+            # only then (with usecols it pads short lines and drops extra fields silently); the
+            # columns the release does not use are dropped below, before any cell is checked
+            kw: dict = dict(keep_default_na=False, na_filter=False, encoding="utf-8-sig")
             df = None
             if numbers:  # fast path: the C parser reads the numbers (20x faster than text + float())
                 try:
@@ -194,7 +222,8 @@ def read_table(path: str | Path, *, counts: Sequence[str] = (), what: str = "inp
                 df = pd.read_csv(p, dtype=str, **kw)
     except CliError:
         raise
-    except (ValueError, OSError, EOFError) as exc:  # pandas / compression / Arrow errors
+    except (ValueError, OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile, tarfile.TarError) as exc:
+        # pandas / compression / Arrow errors
         if type(exc).__name__ == "ArrowInvalid" or "parquet" in str(exc).lower():
             raise CliError(f"cannot read {p}: not a valid Parquet file ({' '.join(str(exc).split())})") from None
         raise _read_error(p, exc) from None
@@ -232,6 +261,26 @@ def read_table(path: str | Path, *, counts: Sequence[str] = (), what: str = "inp
         if parquet:  # the file's own types: identifiers become their text (CSV cells already are)
             df[c] = col.astype(str)
     return df
+
+
+def read_table_header(path: str | Path) -> list[str]:
+    """The column names of a CSV or Parquet file (nothing else is read)."""
+    p = Path(path)
+    if p.name.lower().endswith(_PARQUET):
+        import pyarrow.parquet as pq
+
+        return [str(c) for c in pq.read_schema(p).names]
+    return _check_header(p)
+
+
+def _check_columns(names: Sequence[str], columns: Sequence[str], counts: Sequence[str], what: str, p: Path) -> None:
+    """Refuse a column the release reads that the file lacks (the count column first)."""
+    for c in counts:
+        if c not in names:
+            raise CliError(f"{what} {p.name}: no count column {c!r}; columns are {list(names)}")
+    lack = [c for c in columns if c not in names]
+    if lack:
+        raise CliError(f"{what} {p.name}: unknown column {lack[0]!r}; columns are {list(names)}")
 
 
 def _parse_numbers(col: pd.Series, column: str, where: str) -> np.ndarray:
@@ -306,15 +355,17 @@ def check_figure_path(path: str | Path, inputs: Iterable[Path], *, overwrite: bo
     return _check_target(out, inputs, overwrite, "figure")
 
 
-def write_figure_atomic(fig: object, out: Path, *, dpi: int = 110) -> None:
+def write_figure_atomic(fig: object, out: Path, *, dpi: int = 110, metadata: dict[str, str] | None = None) -> None:
     """Save a matplotlib figure through a temporary file and one rename (as
-    :func:`write_table_atomic`)."""
+    :func:`write_table_atomic`); ``metadata``: text entries of the file (PNG text chunks)."""
     folder = out.parent if str(out.parent) else Path(".")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=folder)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, dpi=dpi, format=out.suffix.lower().lstrip("."))  # type: ignore[attr-defined]
+            fmt = out.suffix.lower().lstrip(".")
+            extra = {"metadata": metadata} if metadata and fmt == "png" else {}
+            fig.savefig(fh, dpi=dpi, format=fmt, **extra)  # type: ignore[attr-defined]
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())

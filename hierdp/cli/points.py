@@ -15,7 +15,8 @@ Layout (chosen by ``--x/--y`` or ``--lon/--lat``)::
   edge is added or removed): refused unless
   ``--observed-domain-public`` states that the observed box is public (the release says so);
 * ``--grid ROWSxCOLS``: the public grid, cells along y (rows) and along x (cols), e.g.
-  ``1024x1024`` (one number N means N x N); at most :data:`MAX_CELLS` cells;
+  ``1024x1024`` (one number N means N x N); at most :data:`MAX_CELLS` cells, and no more than
+  the mechanism's release fits in :data:`hierdp.cli.memory.MEMORY_BOUND` (checked before reading);
 * ``--mechanism``: ``htf`` (default), ``identity``, ``uniform``, ``ug``, ``ag``, ``quadtree``,
   ``kdtree``, ``privelet``; ``--param NAME=VALUE`` (repeatable) sets a mechanism parameter
   (``--param stop_count=50``, ``--param height=6``, ``--param budgets=uniform``;
@@ -52,6 +53,7 @@ from hierdp.cli.common import (
 )
 from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table
 from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
+from hierdp.cli.memory import check_point_memory
 
 __all__ = [
     "MAX_CELLS",
@@ -201,6 +203,13 @@ def point_spec(args: argparse.Namespace) -> dict[str, Any]:
                        "point at the edge is added or removed); give the public box with --box X_MIN X_MAX Y_MIN "
                        "Y_MAX, or pass --observed-domain-public to state that the observed box is public")
     box = parse_box(args.box, names) if args.box is not None else None
+    if box is not None:  # the box and grid together: a span beyond double precision, cells that collapse
+        from hierdp.hierarchy.spatial import SpatialDataError, SpatialDomain
+
+        try:
+            SpatialDomain(*box, shape[0], shape[1])
+        except SpatialDataError as exc:
+            raise CliError(f"--box with --grid {shape[0]}x{shape[1]}: {exc}") from None
     if args.rho is not None:
         raise CliError("the point mechanisms are pure epsilon-DP (discrete Laplace noise): give --epsilon, not --rho")
     if args.epsilon is None:
@@ -251,6 +260,8 @@ def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
     """Read the points and bin them (the culprit row named on any bad cell)."""
     import numpy as np
 
+    from hierdp.errors import HierdpError
+    from hierdp.hierarchy.counts import checked_total
     from hierdp.hierarchy.spatial import SpatialGrid
 
     xcol, ycol, names, box = spec["x"], spec["y"], spec["names"], spec["box"]
@@ -285,6 +296,14 @@ def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
         elif weights.dtype.kind not in "iuf":
             raise CliError(f"input {Path(args.input).name}: column {args.count!r} holds {weights.dtype} values, "
                            "not counts")
+        big = weights >= 2.0**63 if weights.dtype.kind == "f" else np.zeros(weights.shape, bool)
+        if big.any():
+            raise CliError(f"input {Path(args.input).name}: column {args.count!r}, row {int(np.flatnonzero(big)[0])}: "
+                           "count beyond int64")
+        try:  # the one checked sum: a total beyond int64 would wrap in every cell sum
+            checked_total(weights.astype(np.int64), what=f"input {Path(args.input).name}: column {args.count!r}")
+        except HierdpError as exc:
+            raise CliError(str(exc)) from None
     return SpatialGrid.from_points(x, y, shape=spec["shape"], box=box, weights=weights,
                                    observed_domain_public=bool(box is None))
 
@@ -306,6 +325,7 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
     check_mechanism_fits(name, "points")
     check_solver_flags(args, name)
     spec = point_spec(args)
+    check_point_memory(name, *spec["shape"])  # public: refused before the input is read
     check_randomness_flags(args)
     spec.update(name=name, params=parse_params(args.param, name))
     mech = _mechanism(args, spec)

@@ -58,8 +58,15 @@ from hierdp.cli.common import (
     seed_for_run,
     split_columns,
 )
-from hierdp.cli.console import EXIT_INTERRUPTED, Console, finish_release, run_interruptible, show_progress
-from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table
+from hierdp.cli.console import (
+    EXIT_INTERRUPTED,
+    Console,
+    end_worker_pools,
+    finish_release,
+    run_interruptible,
+    show_progress,
+)
+from hierdp.cli.io import CliError, check_input_file, check_output_path, read_table, read_table_header
 from hierdp.cli.layouts import Layout, check_mechanism_fits, check_solver_flags, default_mechanism
 from hierdp.cli.scaleout import check_scale_arguments, close_dask_client, is_dataset, open_dask_client
 
@@ -70,7 +77,10 @@ __all__ = [
     "check_domain_arguments",
     "constraint_params",
     "domain_text",
+    "geo_columns",
+    "input_columns",
     "input_files",
+    "read_tree_input",
     "run_trees",
 ]
 
@@ -114,20 +124,54 @@ def input_files(args: argparse.Namespace) -> list[Path]:
     return files
 
 
+def input_columns(args: argparse.Namespace, shape: str) -> list[str]:
+    """The columns of the input a tree release reads (only these are read: a column it does not
+    use, e.g. a note blank in most rows, neither refuses the input nor costs memory)."""
+    if shape == "trips":
+        cols = [args.origin, args.destination]
+    elif shape == "levels-od":
+        cols = split_columns(args.origin_levels) + split_columns(args.destination_levels)
+    else:
+        cols = split_columns(args.levels)
+    return cols + ([args.count] if args.count else [])
+
+
+def geo_columns(args: argparse.Namespace, shape: str) -> list[str] | None:
+    """The columns of the --geo files a tree release reads: the --levels columns, or the
+    --geo-levels of trips and the level layout (``None``: every column, as documented)."""
+    if shape == "levels":
+        return split_columns(args.levels)
+    return split_columns(args.geo_levels) or None
+
+
+def read_tree_input(args: argparse.Namespace, shape: str) -> Any:
+    """The input frame of a tree release: its used columns only, counts exact."""
+    return read_table(args.input, counts=[args.count] if args.count else [], columns=input_columns(args, shape))
+
+
+def _read_geo(path: str, what: str, columns: list[str] | None, levels: bool = True) -> Any:
+    """A geography file's used columns; ``levels``: they are the --levels columns (named so)."""
+    if columns is None or not levels:
+        return read_table(path, what=what, columns=columns)
+    try:
+        return read_table(path, what=what, columns=columns)
+    except CliError as exc:
+        if "unknown column" not in str(exc):
+            raise
+        name = Path(path).name
+        have = read_table_header(path)
+        missing = next(c for c in columns if c not in have)
+        raise CliError(f"{what} {name}: no level column {missing!r}; it needs the --levels columns {columns} (it has "
+                       f"{have})") from None
+
+
 def build_dataset_tree(args: argparse.Namespace, client: Any = None) -> Any:
     """The tree of a Parquet dataset directory (``--levels`` layout), aggregated with Dask."""
     from hierdp.scale.tree import LevelTree
 
     levels = split_columns(args.levels)
-    geo = read_table(args.geo, what="--geo") if args.geo else None
-    if geo is not None:
-        missing = [c for c in levels if c not in geo.columns]
-        if missing:
-            raise CliError(f"--geo {Path(args.geo).name}: no level column {missing[0]!r}; it needs the --levels "
-                           f"columns {levels} (it has {list(geo.columns)})")
-        domain = geo[levels]
-    else:
-        domain = None
+    geo = _read_geo(args.geo, "--geo", levels) if args.geo else None
+    domain = geo[levels] if geo is not None else None
     tree = LevelTree.from_parquet(args.input, levels, args.count, domain=domain,
                                   observed_domain_public=geo is None, client=client)
     return tree
@@ -142,8 +186,9 @@ def build_tree(args: argparse.Namespace, df: Any, shape: str) -> Any:
 
     levels = split_columns(args.levels)
     geo_levels = split_columns(args.geo_levels) or None
-    geo = read_table(args.geo, what="--geo") if args.geo else None
-    dgeo = read_table(args.destination_geo, what="--destination-geo") if args.destination_geo else None
+    used = geo_columns(args, shape)
+    geo = _read_geo(args.geo, "--geo", used, shape == "levels") if args.geo else None
+    dgeo = _read_geo(args.destination_geo, "--destination-geo", used, False) if args.destination_geo else None
     if shape == "trips":
         return ODTree.from_trips(df, origin=args.origin, destination=args.destination, count=args.count,
                                  origin_geo=geo, destination_geo=dgeo, geo_levels=geo_levels, kind=args.tree)
@@ -285,7 +330,7 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
             if is_dataset(args):
                 tree = build_dataset_tree(args, client)
             else:
-                df = read_table(args.input, counts=[args.count] if args.count else [])
+                df = read_tree_input(args, layout.shape or "levels")
                 tree = build_tree(args, df, layout.shape or "levels")
             check_public_domain(tree)
             t_build = time.perf_counter() - t0
@@ -312,6 +357,7 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
             console.say(f"  {lev:>2} {rel.level_names[lev]:<28} {count:>10,} {secs:>9.3f}")
         console.say(f"wrote {len(frame):,} rows to {out} and its accounting to {side}")
     except KeyboardInterrupt:
+        end_worker_pools()
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")
         return EXIT_INTERRUPTED

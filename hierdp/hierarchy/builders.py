@@ -371,6 +371,8 @@ def frame_structure(df: pd.DataFrame, levels: Sequence[str], count: str | None =
         parent_parts.append(np.cumsum(prev_flags[starts]) - 1 + prev_offset)
         code_parts.append(node_codes.astype(np.int64, copy=False))
         count_parts.append(np.add.reduceat(w, starts))
+        if k > 0:
+            _check_coarse_to_fine(levels, k, code_parts[-2], node_codes)
         prev_offset += prev_size
         prev_size = starts.size
         prev_flags = flags
@@ -382,6 +384,34 @@ def frame_structure(df: pd.DataFrame, levels: Sequence[str], count: str | None =
     np.cumsum(level_sizes, out=level_ptr[1:])
     return FrameStructure(np.concatenate(parent_parts), level_ptr, [root_name, *levels], np.concatenate(count_parts),
                           root_name, [labels for _, labels in coded], np.concatenate(code_parts))
+
+
+def _check_coarse_to_fine(levels: list[str], k: int, parent_codes: np.ndarray, node_codes: np.ndarray) -> None:
+    """Refuse level ``k`` when it is coarser than level ``k - 1`` (the levels given fine to coarse).
+
+    A value shared by several parents is normal in a tree of paths (a city name in two
+    provinces). Level ``k`` is *coarser* than level ``k - 1`` when each value of level ``k - 1``
+    goes with one value of level ``k`` and some value of level ``k`` goes with several values of
+    level ``k - 1``: a many-to-one map, i.e. level ``k`` groups level ``k - 1``. That is what
+    ``["city", "province", "region"]`` gives (each city lies in one province, a province holds
+    several cities) - a tree of nonsense paths, built silently before. Only then does every node
+    of level ``k - 1`` have exactly one child, so the check runs on such levels only (node arrays:
+    ``parent_codes[i]`` is the value of node ``i`` of level ``k - 1``, ``node_codes[i]`` that of
+    its one child). Public structure of the level columns; the message names levels, not values.
+    """
+    if node_codes.size != parent_codes.size or node_codes.size < 2:
+        return  # some node of level k - 1 has several children: level k splits it
+    n_values = np.unique(node_codes).size
+    n_parent_values = np.unique(parent_codes).size
+    if n_values >= n_parent_values:
+        return
+    pairs = np.unique(np.stack([parent_codes, node_codes]), axis=1).shape[1]
+    if pairs == n_parent_values:  # each value of level k - 1 goes with exactly one value of level k
+        raise MultipleParentsError(
+            f"level column {levels[k]!r} is coarser than {levels[k - 1]!r}: each {levels[k - 1]!r} value goes with "
+            f"one {levels[k]!r} value and {levels[k]!r} values go with several {levels[k - 1]!r} values, a child "
+            f"with several parents at the coarser level; give the levels coarse to fine (given fine to coarse, they "
+            f"read {', '.join(reversed(levels))})")
 
 
 def frame_arrays(df: pd.DataFrame, levels: Sequence[str], count: str | None = None, *,

@@ -74,6 +74,7 @@ class CountOfCounts:
     def __init__(self, regions: Hierarchy, by_size: np.ndarray, *, K: int, k_source: str = DECLARED,
                  observed_k_public: bool = False, top_coded: bool = False) -> None:
         by_size = np.asarray(by_size, dtype=np.int64)
+        _check_leaves_at_one_depth(regions)
         if by_size.shape != (K, regions.n):
             raise GroupSizeError(f"by_size must have shape (K={K}, n_regions={regions.n}), got {by_size.shape}")
         if np.any(by_size < 0):
@@ -369,6 +370,23 @@ class DynProgTree:
 
 
 # ---------------------------------------------------------------------------------- helpers
+def _check_leaves_at_one_depth(regions: Hierarchy) -> None:
+    """Refuse a ragged region tree (leaves at different depths): the group-size mechanisms release
+    one histogram per region and level, and a level's histograms sum to the G groups only when
+    every group sits in a region of every level - a leaf above the last level would drop its
+    groups from the levels below it (and the chain DP's per-level equalities would not hold).
+    Public structure only: refused before any noise."""
+    leaf_levels = np.unique(regions.level[regions.n_children == 0])
+    if leaf_levels.size > 1:
+        names = regions.level_names
+        shallow = int(leaf_levels[0])
+        raise GroupSizeError(
+            f"the region tree is ragged: it has leaf regions at level {shallow} ({names[shallow]!r}) above the last "
+            f"level {int(leaf_levels[-1])} ({names[int(leaf_levels[-1])]!r}); group-size releases need every leaf at "
+            "the last level (each level's histograms sum to the G groups): give a region that has no subdivision "
+            "one child region standing for itself at each level below it")
+
+
 def _show(x: Any) -> Any:
     """A numpy scalar as the plain Python value (so messages read ``3``, not ``np.int64(3)``)."""
     return x.item() if isinstance(x, np.generic) else x

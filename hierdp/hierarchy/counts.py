@@ -120,9 +120,9 @@ def checked_total(values: np.ndarray, *, what: str) -> int:
     if int(v.max()) <= np.iinfo(np.int64).max // v.size:
         return int(v.sum())
     total = int(np.sum(v.astype(object)))
-    if total > np.iinfo(np.int64).max:
-        raise CountError(f"{what}: the counts sum to {total}, beyond int64; every node count (the root holds "
-                         "the total) must fit in a 64-bit integer")
+    if total > np.iinfo(np.int64).max:  # the total itself is private: not quoted
+        raise CountError(f"{what}: the counts sum to more than 2**63 - 1, beyond int64; every node count (the root "
+                         "holds the total) must fit in a 64-bit integer")
     return total
 
 

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hierdp.hierarchy.counts import checked_total
+from hierdp.hierarchy.errors import CountError, HierarchyError
 from hierdp.privacy.disclosure import quote_private
-from hierdp.hierarchy.errors import HierarchyError
 
 __all__ = [
     "OBSERVED_BOX_ASSUMPTION",
@@ -87,6 +88,17 @@ class SpatialDomain:
             raise SpatialDataError(f"box: y_min {self.y_min} must be below y_max {self.y_max}")
         object.__setattr__(self, "rows", _check_grid_size(self.rows, "rows"))
         object.__setattr__(self, "cols", _check_grid_size(self.cols, "cols"))
+        for axis, lo, hi, n in (("x", self.x_min, self.x_max, self.cols), ("y", self.y_min, self.y_max, self.rows)):
+            span = hi - lo
+            if not math.isfinite(span) or not math.isfinite(n / span):
+                raise SpatialDataError(f"box: the {axis} span {axis}_max - {axis}_min is beyond double precision "
+                                       f"({'too large' if not math.isfinite(span) else 'too small'}); every point "
+                                       "would fall in one cell: use a smaller (or larger) box, or other units")
+            edges = np.linspace(lo, hi, n + 1)
+            if not np.all(np.diff(edges) > 0):
+                raise SpatialDataError(f"box: the {axis} span cannot be cut into {n} distinct cells in double precision "
+                                       f"(cells narrower than the spacing of floats near {axis}_min): use fewer "
+                                       "cells, or shift the coordinates towards 0")
 
     @classmethod
     def cells(cls, rows: int, cols: int) -> SpatialDomain:
@@ -237,8 +249,16 @@ class SpatialGrid:
             if np.any(bad):
                 k = int(np.flatnonzero(bad)[0])
                 raise SpatialDataError(f"weights must be non-negative integers; point {k} has weight {w[k]!r}")
+            if np.issubdtype(w.dtype, np.floating) and np.any(w >= 2.0**63):
+                k = int(np.flatnonzero(w >= 2.0**63)[0])
+                raise SpatialDataError(f"weights must be non-negative integers within int64; point {k}'s weight is "
+                                       "beyond int64")
             w = w.astype(np.int64)
-            if int(w.sum()) == 0:
+            try:
+                total = checked_total(w, what="weights")
+            except CountError as exc:
+                raise SpatialDataError(str(exc)) from None
+            if total == 0:
                 raise SpatialDataError("every weight is 0: a spatial release needs at least one point")
         if box is None:
             if not isinstance(observed_domain_public, bool):
@@ -273,10 +293,13 @@ class SpatialGrid:
             source, assumption = "declared", None
         row, col = domain.bin(xs, ys)
         flat = row * domain.cols + col
-        counts = np.bincount(flat, weights=w, minlength=domain.rows * domain.cols)
-        counts = np.rint(counts).astype(np.int64) if w is not None else counts.astype(np.int64)
-        if w is not None and int(counts.sum()) != int(w.sum()):  # float64 bincount must stay exact
-            raise SpatialDataError("weights too large to bin exactly (sum beyond 2**53)")
+        if w is None:
+            counts = np.bincount(flat, minlength=domain.rows * domain.cols).astype(np.int64)
+        elif total < 2**53:  # float64 bincount is exact below 2**53 (every partial sum is below the total)
+            counts = np.rint(np.bincount(flat, weights=w, minlength=domain.rows * domain.cols)).astype(np.int64)
+        else:  # exact int64 sums: the checked total fits, so no cell's sum can wrap
+            counts = np.zeros(domain.rows * domain.cols, np.int64)
+            np.add.at(counts, flat, w)
         return cls(counts.reshape(domain.shape), domain, source, assumption)
 
     @classmethod

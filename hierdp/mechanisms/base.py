@@ -252,6 +252,21 @@ class RunContext:
         vals = np.asarray(values, dtype=np.int64)
         return vals + noise.draw(parameter, vals.shape, self.rng if randomness is None else randomness)
 
+    def add_discarded_draw(self, amount: Budget, label: str, **details: Any) -> Budget:
+        """Account a draw an earlier attempt of this run made and never released (a resumed
+        checkpoint's level that stopped after its noise, e.g. at a solver's time limit: the failure
+        was an output of that draw). The run's total grows by ``amount`` - the release's guarantee
+        is the composition of every draw made - and the draw is listed among the spends (marked
+        ``discarded``). The caller's accountant is not charged: the attempt that drew it was."""
+        self.total = self.total + amount
+        ledger = Accountant(self.total)
+        for s in self.spends:
+            ledger.spend(s.budget, s.label)
+        self.ledger = ledger
+        converted = self.ledger.spend(amount, label)
+        self.spends.append(Spend(label, converted, {**details, "discarded": True}))
+        return converted
+
     @property
     def spent(self) -> Budget:
         """What the run has spent so far."""

@@ -260,11 +260,15 @@ class LevelwiseMechanism(Mechanism):
             raise
         finally:
             session.close()
+            if run is not None:
+                run.close()  # the checkpoint's lock
 
     def _run_one_level(self, tree: Any, ctx: RunContext, state: LevelState, source: Any, prep: Any, session: Any,
                        run: Any, L: int) -> None:
         t_start = time.perf_counter()
         self._spend_level(ctx, L, state, prep)
+        if run is not None:  # the spend is on disk before the draw (a resume accounts it)
+            run.begin_level(L, ctx)
         files = None
         try:
             plan = self._level_plan(state, L)

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from hierdp.hierarchy.counts import coerce_counts
-from hierdp.hierarchy.errors import EmptyInputError, HierarchyError, MissingValueError
+from hierdp.hierarchy.counts import checked_total, coerce_counts
+from hierdp.hierarchy.errors import CountError, EmptyInputError, HierarchyError, MissingValueError
 from hierdp.scale.errors import DatasetSchemaError
 
 __all__ = ["COUNT", "aggregate_parquet", "check_schema", "parquet_files"]
@@ -86,6 +86,9 @@ def check_schema(files: Sequence[str], columns: Sequence[str]) -> dict[str, Any]
     return reference
 
 
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
 def _partial_sums(path: str, levels: list[str], count: str | None, name: str | None = None) -> pd.DataFrame:
     """One file's distinct leaf paths and their summed counts (read in record batches); ``path`` is
     opened (absolute: a worker's working directory is not the caller's), ``name`` is how messages
@@ -96,6 +99,8 @@ def _partial_sums(path: str, levels: list[str], count: str | None, name: str | N
     parts = []
     offset = 0
     opened, path = path, name if name is not None else path
+    running = 0
+    what = f"{path}: column {count!r}" if count is not None else f"{path}: rows"
     with pq.ParquetFile(opened) as pf:
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
             df = batch.to_pandas()
@@ -116,6 +121,10 @@ def _partial_sums(path: str, levels: list[str], count: str | None, name: str | N
                     raise type(exc)(f"{path}: {exc}") from None
             frame = df[levels].copy()
             frame[COUNT] = weights
+            # the file's running total stays within int64, so no (non-negative) sum of it can wrap
+            running += checked_total(weights, what=what)
+            if running > _INT64_MAX:
+                raise CountError(f"{what}: the counts sum to more than 2**63 - 1, beyond int64")
             parts.append(frame.groupby(levels, sort=False, observed=True)[COUNT].sum().reset_index())
     if not parts:
         return pd.DataFrame({**{c: [] for c in levels}, COUNT: np.zeros(0, np.int64)})
@@ -163,6 +172,9 @@ def aggregate_parquet(path: Any, levels: Sequence[str], count: str | None = None
     frame = pd.concat(partials, ignore_index=True)
     if len(frame) == 0:
         raise EmptyInputError(f"Parquet dataset {str(path)!r} has no rows")
+    # one checked sum over every file's partial sums: within int64, no group's sum can wrap
+    checked_total(frame[COUNT].to_numpy(), what=f"Parquet dataset {str(path)!r}"
+                  + (f", column {count!r}" if count is not None else ""))
     out = frame.groupby(levels, sort=False, observed=True)[COUNT].sum().reset_index()
     out[COUNT] = out[COUNT].astype(np.int64)
     return out

@@ -30,24 +30,28 @@ fail is checked before any noise: an unknown engine, a scheduler that cannot be 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import copy
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import socket
+import sys
 import tempfile
+import threading
 import time
+import weakref
 from typing import Any
 
 import numpy as np
-
-import contextlib
 
 from hierdp.scale.errors import EngineError, SchedulerUnreachable
 from hierdp.scale.levels import assemble_level
 from hierdp.scale.partition import child_counts, partition_rows
 
-__all__ = ["ENGINES", "DaskEngine", "Engine", "ProcessEngine", "SerialEngine", "resolve_engine"]
+__all__ = ["ENGINES", "MAIN_GUARD_HINT", "DaskEngine", "Engine", "ProcessEngine", "SerialEngine", "make_pool",
+           "resolve_engine", "terminate_pool", "terminate_pools"]
 
 ENGINES = ("serial", "processes", "dask")
 #: children per partition by default: a task's memory stays in the tens of MB
@@ -57,7 +61,8 @@ DEFAULT_PARTITION_CHILDREN = 1 << 20
 #: platform has it, else "spawn"
 START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 #: what a forkserver imports before it forks workers
-PRELOAD = ["hierdp.mechanisms.topdown.mechanism", "hierdp.scale.executors", "hierdp.scale.checkpoint"]
+PRELOAD = ["hierdp.scale._forkserver", "hierdp.mechanisms.topdown.mechanism", "hierdp.mechanisms.census.mechanism",
+           "hierdp.scale.executors", "hierdp.scale.checkpoint"]
 
 
 def pool_context(method: str | None = None) -> Any:
@@ -66,6 +71,152 @@ def pool_context(method: str | None = None) -> Any:
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+# -- the lifecycle of a pool made here --------------------------------------------------------------
+#: seconds between a worker's checks that the process that made its pool is alive
+WATCHDOG_INTERVAL = 0.2
+#: seconds a new pool's workers get to start (import hierdp, load the run) before the run is refused
+POOL_START_TIMEOUT = 300.0
+#: exit code of a worker that found the process that made its pool gone
+ORPHAN_EXIT = 75
+#: how to fix a script whose workers cannot start because it re-runs itself in them
+MAIN_GUARD_HINT = (
+    "every platform starts the workers of engine='processes' by importing the main script again (fork server on "
+    "Linux, spawn on macOS and Windows), so a script must run its release only under "
+    "`if __name__ == \"__main__\":` (see docs/scale.md)")
+#: pools made by :func:`make_pool` and not yet shut down (ended by :func:`terminate_pools`)
+_POOLS: weakref.WeakSet[cf.ProcessPoolExecutor] = weakref.WeakSet()
+
+
+def _importing_main() -> bool:
+    """True inside a worker that is still importing the main script (multiprocessing's bootstrap):
+    a script without the ``__main__`` guard is running its release again there."""
+    return bool(getattr(mp.current_process(), "_inheriting", False))
+
+
+def _owner_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie - exited, not yet reaped - counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:  # no /proc (macOS): kill(0) answered
+        return True
+    return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] != b"Z"
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel sends this worker SIGKILL when its parent (the fork server, which exits
+    when the process that started it does; or that process itself under spawn) exits."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no usable libc: the watchdog below still ends the worker
+        pass
+
+
+def _watch_owner(owner: int, parent: int) -> None:
+    while True:
+        time.sleep(WATCHDOG_INTERVAL)
+        if os.getppid() != parent or not _owner_alive(owner):
+            os._exit(ORPHAN_EXIT)
+
+
+def _worker_init(owner: int, state: tuple[str, str] | None, started: Any) -> None:
+    """Start of a worker of a pool made by :func:`make_pool`: end with the process that made the
+    pool (whatever kills it, SIGKILL included), load the run's state, then wait until every worker
+    of the pool has started."""
+    _die_with_parent()
+    parent = os.getppid()
+    threading.Thread(target=_watch_owner, args=(owner, parent), name="hierdp-owner-watchdog", daemon=True).start()
+    if not _owner_alive(owner):  # died before the watchdog started
+        os._exit(ORPHAN_EXIT)
+    if state is not None:
+        _load_cached(state)
+    started.wait(POOL_START_TIMEOUT)
+
+
+def _started() -> int:
+    return os.getpid()
+
+
+def make_pool(workers: int, state: tuple[str, str] | None = None, *,
+              timeout: float = POOL_START_TIMEOUT) -> cf.ProcessPoolExecutor:
+    """A process pool of ``workers`` processes, started and checked now (before any noise).
+
+    Every worker ends when the process that made the pool ends, however it ends (an exception,
+    Ctrl-C, SIGTERM or SIGKILL): Linux's parent-death signal, and on every platform a watchdog
+    thread that checks the owner every :data:`WATCHDOG_INTERVAL` seconds. Each worker loads
+    ``state`` (``(path, token)`` of a pickle of ``(mechanism, tree)``) before the pool counts as
+    started, so the caller can delete the file as soon as this returns.
+
+    Raises:
+        EngineError: the workers cannot start - a script without the ``__main__`` guard
+            (:data:`MAIN_GUARD_HINT`), a broken environment, or not within ``timeout`` seconds.
+    """
+    if _importing_main():
+        raise EngineError(f"engine='processes' was asked for a pool while a worker was still importing the main "
+                          f"script: {MAIN_GUARD_HINT}")
+    ctx = pool_context()
+    started = ctx.Barrier(workers)
+    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                                  initargs=(os.getpid(), state, started))
+    _POOLS.add(pool)
+    try:
+        # one task per worker: each waits in its initializer until all have started (so the pool
+        # spawns all of them now: it starts a process only when none is idle)
+        for f in [pool.submit(_started) for _ in range(workers)]:
+            f.result(timeout=timeout)
+    except BaseException as exc:
+        terminate_pool(pool)
+        if isinstance(exc, cf.process.BrokenProcessPool):
+            main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+            hint = (f"the main script {main_file!r} is not a file the workers can import (run the code from a "
+                    "file, or use engine='serial')" if main_file is not None and not os.path.isfile(main_file)
+                    else f"if this runs from a script: {MAIN_GUARD_HINT}")
+            raise EngineError(f"engine='processes': the worker processes could not start ({exc}); nothing was "
+                              f"released and no noise was drawn; {hint}") from None
+        if isinstance(exc, cf.TimeoutError):
+            raise EngineError(f"engine='processes': the {workers} worker processes did not start within "
+                              f"{timeout:g} s; nothing was released and no noise was drawn") from None
+        raise
+    return pool
+
+
+def terminate_pool(pool: cf.ProcessPoolExecutor, grace: float = 1.0) -> None:
+    """End a pool now: cancel what is queued, SIGTERM its workers, SIGKILL those still alive after
+    ``grace`` seconds (never waits for a running task to finish)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            p.terminate()
+    deadline = time.monotonic() + grace
+    for p in procs:
+        with contextlib.suppress(OSError, ValueError, AttributeError, AssertionError):
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+    with contextlib.suppress(Exception):  # the pool is broken now; only its bookkeeping is left
+        pool.shutdown(wait=False, cancel_futures=True)
+    _POOLS.discard(pool)
+
+
+def terminate_pools() -> None:
+    """End every pool :func:`make_pool` made in this process and not yet shut down (the command line
+    calls it when it is interrupted or terminated, before it exits)."""
+    for pool in list(_POOLS):
+        terminate_pool(pool, grace=0.5)
 
 
 def _dumps(obj: Any) -> bytes:
@@ -334,22 +485,66 @@ def run_partition(task: Any, tree: Any, job: Any, payload: tuple) -> tuple[Any, 
 
 
 # -- processes ------------------------------------------------------------------------------------
-_WORKER_CACHE: dict[str, Any] = {}
+_WORKER_CACHE: dict[tuple[str, str], Any] = {}
 
 
-def _load_cached(path: str) -> Any:
-    obj = _WORKER_CACHE.get(path)
+def _load_cached(ref: tuple[str, str]) -> Any:
+    obj = _WORKER_CACHE.get(ref)
     if obj is None:
-        with open(path, "rb") as f:
+        with open(ref[0], "rb") as f:
             obj = pickle.load(f)
         _WORKER_CACHE.clear()  # one run's objects at a time
-        _WORKER_CACHE[path] = obj
+        _WORKER_CACHE[ref] = obj
     return obj
 
 
-def _process_task(state_path: str, job: Any, payload: tuple) -> tuple[Any, Any, str]:
-    task, tree = _load_cached(state_path)
+def _process_task(ref: tuple[str, str], job: Any, payload: tuple) -> tuple[Any, Any, str]:
+    task, tree = _load_cached(ref)
     return run_partition(task, tree, job, payload)
+
+
+class _StateFile:
+    """The run's ``(mechanism, tree)`` pickle - private counts - for the workers to load, never left
+    behind: on Linux an unnamed file (no directory entry, gone with this process however it ends)
+    that workers open through ``/proc/<pid>/fd``; elsewhere a file only this user can read, deleted
+    once the workers have it or when the run ends.
+
+    Attributes:
+        ref: what a task names the state by: ``(path, token)``; the token keeps a worker of a
+            long-lived pool from reusing another run's state under a recycled path.
+    """
+
+    def __init__(self, blob: bytes) -> None:
+        self._handle: Any = None
+        self._named: str | None = None
+        token = os.urandom(8).hex()
+        if os.path.isdir(f"/proc/{os.getpid()}/fd"):
+            handle = tempfile.TemporaryFile(prefix="hierdp-run-")  # noqa: SIM115 (kept open for the run)
+            try:
+                handle.write(blob)
+                handle.flush()
+                path = f"/proc/{os.getpid()}/fd/{handle.fileno()}"
+                with open(path, "rb") as check:  # readable through /proc (not on every kernel setup)
+                    check.read(1)
+            except OSError:
+                handle.close()
+            else:
+                self._handle, self.ref = handle, (path, token)
+                return
+        fd, self._named = tempfile.mkstemp(prefix="hierdp-run-", suffix=".pkl")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        self.ref = (self._named, token)
+
+    def close(self) -> None:
+        """Remove the state (idempotent)."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        if self._named is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._named)
+            self._named = None
 
 
 class _ProcessSession(Session):
@@ -363,30 +558,39 @@ class _ProcessSession(Session):
         except Exception as exc:
             raise EngineError(f"engine='processes' sends the mechanism and the tree to worker processes, but they "
                               f"cannot be pickled: {type(exc).__name__}: {exc}") from exc
-        fd, self._path = tempfile.mkstemp(prefix="hierdp-run-", suffix=".pkl")
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
         self._own = engine.executor is None
-        if self._own:
-            self.executor: cf.Executor = cf.ProcessPoolExecutor(max_workers=engine.workers, mp_context=pool_context())
-        else:
-            self.executor = engine.executor  # type: ignore[assignment]
+        self._interrupted = False
+        self._state = _StateFile(blob)
+        del blob
+        try:
+            if self._own:  # started and checked now, before any noise; every worker loads the state
+                self.executor: cf.Executor = make_pool(engine.workers, self._state.ref)
+                self._state.close()
+            else:
+                self.executor = engine.executor  # type: ignore[assignment]
+        except BaseException:
+            self._state.close()
+            raise
         self.workers = getattr(self.executor, "_max_workers", engine.workers)
 
     def _map(self, job: Any, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
-        futures = [self.executor.submit(_process_task, self._path, job, p) for p in payloads]
+        futures = [self.executor.submit(_process_task, self._state.ref, job, p) for p in payloads]
         try:
             return [f.result() for f in futures]
         except BaseException:
+            self._interrupted = True
             for f in futures:
                 f.cancel()
             raise
 
     def close(self) -> None:
         if self._own:
-            self.executor.shutdown(wait=True, cancel_futures=True)
-        with contextlib.suppress(OSError):
-            os.unlink(self._path)
+            if self._interrupted:  # a failed or interrupted level: do not wait for its running tasks
+                terminate_pool(self.executor)  # type: ignore[arg-type]
+            else:
+                self.executor.shutdown(wait=True, cancel_futures=True)
+                _POOLS.discard(self.executor)  # type: ignore[arg-type]
+        self._state.close()
 
 
 # -- dask -----------------------------------------------------------------------------------------

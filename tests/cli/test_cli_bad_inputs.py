@@ -99,6 +99,11 @@ CASES: list[tuple[str, list[str], dict[str, bytes | str], int, str]] = [
     ("unknown-count-column", _with(PLAIN, count="people"), {}, 2, r"no count column 'people'"),
     ("count-is-a-level", _with(PLAIN, count="county"), {}, 2, r"--count 'county' is also a level column"),
     ("level-listed-twice", _with(PLAIN, levels="state,state"), {}, 2, r"level column 'state' is listed twice"),
+    # issue 20, item 12: levels given fine to coarse (each county in one state, a state over several counties)
+    ("levels-fine-to-coarse", _with(PLAIN, levels="county,state"), {}, 2,
+     r"level column 'state' is coarser than 'county'.*give the levels coarse to fine"),
+    ("levels-fine-to-coarse-observed", _with(PLAIN, levels="county,state", geo=None, observed_domain_public=""), {}, 2,
+     r"level column 'state' is coarser than 'county'"),
     # ---- items 3, 8: counts (one checked conversion, the bad cell named)
     ("count-abc-row-2", PLAIN, {"c.csv": _counts([("01", "01001", "1350"), ("01", "01003", "4"),
                                                   ("02", "02001", "abc")])}, 2,

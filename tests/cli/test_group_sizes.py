@@ -73,6 +73,12 @@ CASES = [
     ("geo-lacks-level", BASE, {"geo.csv": "state\n01\n02\n"}, r"--geo geo.csv: no level column 'county'"),
     ("seed-and-secure", _with(BASE, secure=""), {}, r"--seed and --secure exclude each other"),
     ("output-exists", BASE, {"out.csv": "old\n"}, r"out.csv.*exists.*--overwrite"),
+    # memory, bounded from public parameters (issue 20, item 11): before reading, then before any noise
+    ("max-size-beyond-memory", _with(BASE, max_size="5000000"), {},
+     r"--max-size 5,000,000 over at least 3 regions \(one per level\) would take about .* GiB with --mechanism "
+     r"pgsr_mdp .* more than the 4.0 GiB"),
+    ("max-size-beyond-memory-regions", _with(BASE, max_size="1200000"), {},
+     r"--max-size 1,200,000 over \d+ regions would take about .* GiB"),
 ]
 
 

@@ -209,6 +209,22 @@ CASES = [
     ("grid-three", _with(BASE, grid="4x4x4"), {}, r"--grid must be ROWSxCOLS"),
     ("grid-negative", _with(BASE, grid="4x-8"), {}, r"--grid must be ROWSxCOLS"),
     ("grid-too-large", _with(BASE, grid="100000x100000"), {}, r"10,000,000,000 cells, more than the command line"),
+    # memory, bounded from the public grid before reading (issue 20, item 11)
+    ("grid-beyond-memory", _with(BASE, grid="8192x8192"), {},
+     r"--grid 8192x8192 \(67,108,864 cells\) would take about .* GiB with --mechanism htf .* more than the 4.0 GiB"),
+    ("grid-beyond-memory-identity", _with(BASE, grid="5000x5000", mechanism="identity"), {},
+     r"--grid 5000x5000 .* --mechanism identity"),
+    # a box beyond double precision (issue 20, item 12): every point would land in one cell
+    ("box-span-overflow", _with(BASE, box=["-1" + "0" * 308 + ".0", "1e308", "0", "4"]), {},
+     r"--box with --grid 4x8: box: the x span x_max - x_min is beyond double precision"),
+    ("box-cells-collapse", _with(BASE, box=["1e16", "10000000000000004", "0", "4"]), {},
+     r"the x span cannot be cut into 8 distinct cells in double precision"),
+    # one checked int64 sum (issue 20, item 9): the total of the weights, the column named, not the total
+    ("weights-sum-beyond-int64", _with(BASE, count="n"), {"p.csv": "px,py,n\n1,1,5000000000000000000\n"
+                                                                "7,3,5000000000000000000\n"},
+     r"input p.csv: column 'n': the counts sum to more than 2\*\*63 - 1, beyond int64"),
+    ("weight-beyond-int64", _with(BASE, count="n"), {"p.csv": "px,py,n\n1,1,9223372036854775808\n"},
+     r"out-of-range count '9223372036854775808' in column 'n', row 0"),
     # the points
     ("nan-coordinate", BASE, {"p.csv": PTS + "nan,1,1\n"}, r"column 'px', row 11: 'nan' is not a finite number"),
     ("inf-coordinate", BASE, {"p.csv": PTS + "1,inf,1\n"}, r"column 'py', row 11: 'inf' is not a finite number"),
@@ -221,7 +237,7 @@ CASES = [
     ("fractional-count", _with(BASE, count="n"), {"p.csv": PTS + "1,1,1.5\n"}, r"'1.5' in column 'n', row 11"),
     ("unknown-x-column", _with(BASE, x="lon"), {},
      r"input p.csv: unknown column 'lon'; columns are \['px', 'py', 'n'\]"),
-    ("unknown-count-column", _with(BASE, count="weight"), {}, r"unknown column 'weight'"),
+    ("unknown-count-column", _with(BASE, count="weight"), {}, r"no count column 'weight'"),
     ("x-without-y", _with(BASE, y=None), {}, r"needs both --x and --y \(got only --x\)"),
     ("lat-without-lon", _with(BASE, x=None, y=None, lat="py"), {}, r"needs both --lon and --lat \(got only --lat\)"),
     ("x-and-lon", _with(BASE, lon="px"), {}, r"either --x/--y or --lon/--lat, not both"),

@@ -157,3 +157,24 @@ def test_bad_person_frames_and_options():
         with pytest.raises(GroupSizeError, match="K must be a positive integer"):
             CountOfCounts.from_units(RUNNING, unit="unit", levels=["state"], size="size", K=bad_k, domain=STATES)
     assert issubclass(GroupSizeError, HierarchyError)
+
+
+def test_a_ragged_region_tree_is_refused_before_any_mechanism_sees_it():
+    # issue 20, item 13: region 'b' is a leaf at level 1, 'a1' and 'a2' at level 2; a group-size
+    # release over it would put b's groups in no region of level 2 (level totals != G)
+    from hierdp.hierarchy import Hierarchy
+
+    regions = Hierarchy.from_edges([("r", "a"), ("r", "b"), ("a", "a1"), ("a", "a2")],
+                                   counts={"b": 1, "a1": 1, "a2": 1})
+    hist = np.array([[3, 2, 1], [1, 1, 1], [2, 0, 1]])
+    with pytest.raises(GroupSizeError, match=r"ragged: it has leaf regions at level 1 \('level1'\) above the last "
+                                             r"level 2"):
+        CountOfCounts.from_histograms(regions, hist, K=3)
+    with pytest.raises(GroupSizeError, match="ragged"):
+        CountOfCounts(regions, np.zeros((3, regions.n), np.int64), K=3)
+    # the same regions with b subdivided into itself: accepted, and every level sums to G
+    even = Hierarchy.from_edges([("r", "a"), ("r", "b"), ("a", "a1"), ("a", "a2"), ("b", "b1")],
+                                counts={"b1": 1, "a1": 1, "a2": 1})
+    coc = CountOfCounts.from_histograms(even, np.array([[3, 2, 1], [1, 1, 1], [2, 0, 1]]), K=3)
+    for level in range(coc.n_levels):
+        assert int(coc.by_size[:, coc.level_regions(level)].sum()) == coc.G

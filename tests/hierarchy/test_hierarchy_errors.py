@@ -188,3 +188,44 @@ def test_with_counts_and_aggregate_errors() -> None:
         h.aggregate([1, 2, 3, 4])
     with pytest.raises(CountError, match="leaf 'b'"):
         h.aggregate(pd.Series({"a": 1}))
+
+
+# ---------------------------------------------------------------- levels given fine to coarse (issue 20, item 12)
+ITALY = pd.DataFrame({"region": ["North", "North", "North", "South", "South"],
+                      "province": ["Turin", "Turin", "Milan", "Naples", "Naples"],
+                      "city": ["Turin", "Ivrea", "Milan", "Naples", "Pozzuoli"],
+                      "people": [870_000, 23_000, 1_370_000, 910_000, 76_000]})
+
+
+@pytest.mark.parametrize("levels, coarser, finer", [
+    (["city", "province", "region"], "province", "city"),    # wholly reversed
+    (["region", "city", "province"], "province", "city"),    # the last two swapped
+    (["province", "region"], "region", "province"),
+])
+def test_levels_given_fine_to_coarse_are_refused_naming_the_levels(levels, coarser, finer) -> None:
+    from hierdp.scale import LevelTree
+
+    for build in (Hierarchy.from_frame, LevelTree.from_frame):
+        with pytest.raises(MultipleParentsError, match=f"level column '{coarser}' is coarser than '{finer}'") as info:
+            build(ITALY, levels, count="people", observed_domain_public=True)
+        message = str(info.value)
+        assert "coarse to fine" in message
+        for value in ("Turin", "Ivrea", "Naples", "North", "870000"):  # no value of the data is quoted
+            assert value not in message
+    # the same rows coarse to fine build the tree; a value under two parents is normal there
+    tree = Hierarchy.from_frame(ITALY, ["region", "province", "city"], count="people", observed_domain_public=True)
+    assert "North/Turin/Turin" in tree.names
+
+
+def test_the_bundled_world_cities_build_coarse_to_fine_and_are_refused_reversed() -> None:
+    from hierdp.datasets.bundled import load_world_cities
+
+    df = load_world_cities()
+    # 1,203 city names sit under several admin1 areas: legal in a tree of paths
+    assert (df.groupby("city")["admin1"].nunique() > 1).sum() > 1000
+    tree = Hierarchy.from_frame(df, ["continent", "country", "admin1", "city"], count="population",
+                                observed_domain_public=True)
+    assert tree.n_levels == 5
+    with pytest.raises(MultipleParentsError, match="level column 'country' is coarser than 'admin1'"):
+        Hierarchy.from_frame(df, ["city", "admin1", "country", "continent"], count="population",
+                             observed_domain_public=True)

@@ -44,7 +44,32 @@ def reference_tree(df: pd.DataFrame, levels: list[str], count: str | None, domai
     return np.array(names, dtype=object), np.array(parent), np.array(counts), [len(x) for x in order]
 
 
+def looks_fine_to_coarse(df: pd.DataFrame, levels: list[str], domain: pd.DataFrame | None = None) -> bool:
+    """The builder's refusal, brute force: a level k below the first whose values are a many-to-one
+    map of level k - 1's values (each value of k - 1 with one value of k, a value of k with
+    several of k - 1)."""
+    rows = {tuple(r) for r in df[levels].itertuples(index=False)}
+    if domain is not None:
+        rows |= {tuple(r) for r in domain[levels].itertuples(index=False)}
+    for k in range(1, len(levels)):
+        with_value: dict = {}
+        for r in rows:
+            with_value.setdefault(r[k - 1], set()).add(r[k])
+        values = {r[k] for r in rows}
+        if all(len(v) == 1 for v in with_value.values()) and len(values) < len(with_value):
+            return True
+    return False
+
+
 def _check(df, levels, count, domain=None):
+    from hierdp.hierarchy import MultipleParentsError
+
+    if looks_fine_to_coarse(df, levels, domain):
+        with pytest.raises(MultipleParentsError, match="is coarser than"):
+            Hierarchy.from_frame(df, levels, count, domain=domain, observed_domain_public=domain is None)
+        with pytest.raises(MultipleParentsError, match="is coarser than"):
+            LevelTree.from_frame(df, levels, count, domain=domain, observed_domain_public=domain is None)
+        return
     names, parent, counts, sizes = reference_tree(df, levels, count, domain)
     h = Hierarchy.from_frame(df, levels, count, domain=domain) if domain is not None else \
         Hierarchy.from_frame(df, levels, count, observed_domain_public=True)
