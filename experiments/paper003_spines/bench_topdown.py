@@ -1,12 +1,12 @@
 """Benchmark: the Census-style TopDown on a US-like spine with K = 24 cells (2 x 3 x 4: total, all
-one- and two-way marginals, detailed), fast path vs the HiGHS path on the same instance.
+one- and two-way marginals, detailed), the structured plug-ins vs the HiGHS path on the same instance.
 
 Run: ``python -m experiments.paper003_spines.bench_topdown`` (default: CT, MA, NH, VT with 60-100
 blocks per ZIP = ~100,000 blocks; ``--states RI --blocks-per-zip 4 40`` for a quick run).
 
 Prints:
 
-1. the whole release with the default fast path (exact vectorized per-parent WLS + cell rounder,
+1. the whole release with the default fast path (structured exact per-parent WLS + cell rounder,
    HiGHS only for parents the fast path cannot certify): seconds per geolevel, parents solved,
    how many went to the general solver, total time and peak memory;
 2. on the same instance, the same per-parent models of the block level (the first
@@ -31,7 +31,10 @@ from experiments.common import RESULTS, format_table, peak_rss_mb
 from hierdp.datasets.us_geography import US_LEVELS, load_zip_table, us_like_blocks, us_like_counts
 from hierdp.mechanisms import create
 from hierdp.mechanisms.census import QueryStrategy, SpineHistograms
-from hierdp.mechanisms.census.fastpath import round_cells_fast, wls_fast
+from hierdp.mechanisms.census.problems import HistogramRounding, HistogramWLS
+from hierdp.solvers.histogram_rounding import round_cells
+from hierdp.solvers.histogram_wls import solve_structured
+from hierdp.solvers.kinds import solve_parents
 from hierdp.spines import Spine, bypass, geounit_query_variances
 
 
@@ -39,7 +42,7 @@ def compare_paths(data: SpineHistograms, rel, strategy: QueryStrategy, rho: floa
                   n_parents: int) -> dict:
     """Fast vs HiGHS on the same block-level per-parent models (see the module docstring)."""
     spine = data.spine
-    hist = data.geounit_histograms()
+    hist = data.true_histograms()
     ptr, child = spine.children_csr()
     lev = spine.block_level
     lp = spine.level_ptr
@@ -56,20 +59,23 @@ def compare_paths(data: SpineHistograms, rel, strategy: QueryStrategy, rho: floa
     params = {(int(g), q): fast.noise.calibrate(total * Fraction(int(g), spine.gamma_den) * strategy.shares[q], sens,
                                                 culprit="rho")
               for g in np.unique(spine.gamma_num[kids]) for q in groups}
-    noisy = fast._measure(hist, kids, spine, groups, mats, params, np.random.default_rng(7))
+    fast._strategy = strategy
+    params = {(lev, g, q): p for (g, q), p in params.items()}
+    noisy = fast._measure(hist, kids, spine, groups, mats, params, np.random.default_rng(7), lev)
     chunk = fast._chunk(rel.values[parents], np.repeat(np.arange(parents.size), cnt), kids, noisy, strategy.detailed,
                         groups, mats, None, spine.n)
     # CPU seconds: the machine may be shared, and both paths run in this one process
     t0 = time.process_time()
-    res = wls_fast(chunk)
-    y_fast, ok_round = round_cells_fast(chunk, res.values)
+    res = solve_structured(chunk)
+    y_fast, reason = round_cells(HistogramRounding(chunk, res.values))
+    ok_round = reason == 0
     t_fast = time.process_time() - t0
     t0 = time.process_time()
-    x_highs = slow.level_solver.solve_general(chunk, parents, "continuous")
-    y_highs = slow.level_solver.solve_general(chunk, parents, "rounding", res.values)
+    x_highs = solve_parents(HistogramWLS(chunk), ["highs"], max_parents=slow.chunk_parents).values
+    y_highs = solve_parents(HistogramRounding(chunk, res.values), ["highs"], max_parents=slow.chunk_parents).values
     t_highs = time.process_time() - t0
     cert = res.certified[chunk.child_parent]
-    l1 = lambda y: np.abs(y - np.maximum(res.values, 0)).sum()  # noqa: E731 - the cells rounder's objective
+    l1 = lambda y: np.abs(y - np.maximum(res.values, 0)).sum()
     return {"parents": int(parents.size), "children": int(kids.size),
             "certified_wls": int(res.certified.sum()), "certified_rounding": int(ok_round.sum()),
             "fast_cpu_ms_per_parent": 1000 * t_fast / parents.size,

@@ -22,14 +22,15 @@ def cmd_solvers(args: argparse.Namespace) -> int:
             raise BrokenPipeError("stdout was closed early")
         return 0
     rows = available()
-    console.say(f"{'solver':<12} {'ok':<3} {'objectives':<14} {'int':<4} {'cont':<5} {'structures':<11} "
+    w = max([12, *map(len, rows)])
+    console.say(f"{'solver':<{w}} {'ok':<3} {'objectives':<14} {'int':<4} {'cont':<5} {'structures':<11} "
           f"{'weights':<8} {'bounds':<7} {'linear':<7} {'hooks':<6} description")
     for name, cap in rows.items():
         if "objectives" not in cap:
-            console.say(f"{name:<12} no  failed to load: {cap.get('error', '')}")
+            console.say(f"{name:<{w}} no  failed to load: {cap.get('error', '')}")
             continue
         yn = lambda b: "yes" if b else "-"
-        console.say(f"{name:<12} {yn(cap['available']):<3} {','.join(cap['objectives']):<14} {yn(cap['integer']):<4} "
+        console.say(f"{name:<{w}} {yn(cap['available']):<3} {','.join(cap['objectives']):<14} {yn(cap['integer']):<4} "
               f"{yn(cap['continuous']):<5} {','.join(cap['structures']):<11} {yn(cap['weights']):<8} "
               f"{yn(cap['bounds']):<7} {yn(cap['linear_constraints']):<7} {yn(cap['pyomo_hooks']):<6} "
               f"{cap['description']}")

@@ -27,8 +27,26 @@ from hierdp.solvers.registry import (
     unsupported_groups,
 )
 
+from hierdp.solvers import kinds
+
 __all__ = [
-    "Capabilities", "GroupSolution", "Solution", "Solver", "SolverError", "SolverFailed", "Status",
-    "UnsupportedProblem", "available", "choose", "describe_limits", "get", "limits_text", "names", "register", "solve",
-    "solve_groups", "unsupported_groups",
+    "Capabilities",
+    "GroupSolution",
+    "Solution",
+    "Solver",
+    "SolverError",
+    "SolverFailed",
+    "Status",
+    "UnsupportedProblem",
+    "available",
+    "choose",
+    "describe_limits",
+    "get",
+    "kinds",
+    "limits_text",
+    "names",
+    "register",
+    "solve",
+    "solve_groups",
+    "unsupported_groups",
 ]

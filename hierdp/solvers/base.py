@@ -338,6 +338,9 @@ class Solver:
     # ------------------------------------------------------------------ refusals
     def unsupported(self, problem: Problem) -> list[str]:
         """Reasons why this plug-in cannot solve ``problem`` exactly (empty: it can)."""
+        if not isinstance(problem, Problem):  # another problem kind (hierdp.solvers.kinds): it says
+            refusals = getattr(problem, "refusals", None)  # how a general plug-in would take it
+            return list(refusals(self)) if callable(refusals) else [f"not a Problem: {type(problem).__name__}"]
         cap = self.capabilities
         why: list[str] = []
         if problem.objective not in cap.objectives:

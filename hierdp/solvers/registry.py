@@ -24,7 +24,9 @@ from hierdp.models.problem import Problem
 from hierdp.solvers import _verify
 from hierdp.solvers.base import GroupSolution, Solution, Solver, SolverFailed, Status, UnsupportedProblem
 
-# name -> "module:attribute"; order = preference of solver="auto" (fastest exact first)
+# name -> "module:attribute"; order = preference of solver="auto" (fastest exact first); the
+# histogram plug-ins solve their own problem kinds (hierdp.solvers.kinds: natives first) and refuse
+# Problems
 _BUILTIN: dict[str, str] = {
     "intopt": "hierdp.solvers.intopt:IntOptSolver",
     "projection": "hierdp.solvers.projection:ProjectionSolver",
@@ -34,7 +36,12 @@ _BUILTIN: dict[str, str] = {
     "highs": "hierdp.solvers.highs:HighsSolver",
     "ortools": "hierdp.solvers.ortools:OrToolsSolver",
     "paper_round": "hierdp.solvers.paper_round:PaperRoundSolver",
+    "histogram_wls": "hierdp.solvers.histogram_wls:HistogramWLSSolver",
+    "histogram_wls_dense": "hierdp.solvers.histogram_dense:DenseHistogramWLSSolver",
+    "histogram_cells": "hierdp.solvers.histogram_rounding:HistogramCellsRounder",
 }
+#: solves the other problem kinds; hierdp.solvers.kinds sets it when hierdp.solvers is imported
+_KIND_SOLVE: Callable[..., Solution] | None = None
 _EXTRA: dict[str, Solver] = {}
 _LOADED: dict[str, Solver] = {}
 _ENTRY_POINTS_SCANNED = False
@@ -236,11 +243,19 @@ def solve(
         options: plug-in specific options (e.g. ``batch_size``, ``executor``, ``order``); see each
             plug-in's ``Options``.
 
+    Other problem kinds (histogram level chunks, :mod:`hierdp.models.histogram`) go to
+    :func:`hierdp.solvers.kinds.solve`: the same contract, parent by parent.
+
     Raises:
         UnsupportedProblem: the plug-in cannot solve this problem exactly (said before solving).
         SolverFailed: the plug-in did not prove optimality (time limit, infeasible, error), its
             answer failed verification, or the cross-check solver found a different optimum.
     """
+    if not isinstance(problem, Problem):
+        if _KIND_SOLVE is None:
+            raise UnsupportedProblem(f"not a Problem and no solver of its kind: {type(problem).__name__}")
+        return _KIND_SOLVE(problem, solver, time_limit=time_limit, verify=verify, cross_check=cross_check,
+                           cross_check_tolerance=cross_check_tolerance, **options)
     if isinstance(solver, Solver):
         s, why = solver, solver.unsupported(problem)
     elif solver == "auto":

@@ -3,7 +3,9 @@ geounit, marginal query strategies with exact shares, per-geounit budgets from a
 :class:`~hierdp.spines.Spine`, weighted least squares then an integer rounder per parent.
 
 * :class:`QueryStrategy` (:mod:`.strategy`), :class:`SpineHistograms` and :class:`CensusTopDown`
-  (:mod:`.mechanism`), the per-parent :class:`~hierdp.models.Problem`\\ s (:mod:`.problems`);
+  (:mod:`.mechanism`), the per-parent chunks and their problem kinds (:mod:`.problems`, at home in
+  :mod:`hierdp.models.histogram`), the solve of a chunk (:mod:`.level_solver`), the 2020 PL 94-171
+  strategy (:mod:`.pl94`);
 * :class:`NoisyMeasurements` (:mod:`.measurements`: measurements files) and
   :class:`CensusPostProcess` (:mod:`.postprocess`: the post-processing of given measurements).
 """
@@ -12,6 +14,7 @@ from hierdp.mechanisms.census.measurements import MeasurementsError, NoisyMeasur
 from hierdp.mechanisms.census.mechanism import CensusTopDown, SpineHistograms
 from hierdp.mechanisms.census.postprocess import CensusPostProcess
 from hierdp.mechanisms.census.problems import LevelChunk, continuous_problem, rounding_problem
+from hierdp.mechanisms.census.pl94 import pl94_strategy
 from hierdp.mechanisms.census.strategy import QueryStrategy
 
 __all__ = [
@@ -23,5 +26,6 @@ __all__ = [
            "QueryStrategy",
            "SpineHistograms",
            "continuous_problem",
+           "pl94_strategy",
            "rounding_problem",
 ]

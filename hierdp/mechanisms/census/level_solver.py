@@ -2,10 +2,20 @@
 histograms out.
 
 This is the seam between the level loop (:mod:`.mechanism`: which parents, their measurements,
-the ledger) and the solve (this module and below: weighted least squares with consistency and
-non-negativity, then the integer rounder). The loop builds a :class:`~.problems.LevelChunk` and
-calls :meth:`CensusLevelSolver.solve`; everything about *how* a chunk is solved - the exact
-vectorized fast paths, the general solvers through the registry, batching - lives here.
+the ledger) and the solve: the loop builds a :class:`~hierdp.models.histogram.LevelChunk` and
+calls :meth:`CensusLevelSolver.solve`. Both stages are problem kinds of the solver registry
+(:class:`~hierdp.models.histogram.HistogramWLS`, :class:`~hierdp.models.histogram.HistogramRounding`)
+solved by a *chain* of registered plug-ins (:func:`hierdp.solvers.kinds.solve_parents`), each
+taking the parents the previous ones did not solve:
+
+* stage 1 (weighted least squares): ``histogram_wls`` (structured, KKT-certified; with
+  ``fast_path``), then ``solver`` (``"auto"``: the dense oracle ``histogram_wls_dense`` on
+  histograms of at most 512 cells, then the general QP solver through the Problem translation);
+* stage 2 (rounding): ``histogram_cells`` (closed form, exact; with ``fast_path``), then
+  ``rounder`` (``"auto"``: the general MIP solver through the Problem translation).
+
+:meth:`CensusLevelSolver.check` is the refusal before any noise: a probe chunk of the release's
+shape through :func:`hierdp.solvers.kinds.check`.
 """
 
 from __future__ import annotations
@@ -15,10 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from hierdp.mechanisms.census.fastpath import round_cells_fast, wls_fast
-from hierdp.mechanisms.census.problems import LevelChunk, continuous_problem, rounding_problem
+from hierdp.models.histogram import HistogramRounding, HistogramWLS, LevelChunk
+from hierdp.models.marginals import MarginalQueries
+from hierdp.solvers.kinds import GENERAL_AUTO
 
-__all__ = ["CensusLevelSolver", "ParentSolveFailed"]
+__all__ = ["DEFAULT_TIME_LIMIT", "CensusLevelSolver", "ParentSolveFailed", "probe_chunk"]
+
+#: seconds per general-solver call (one posed Problem) when the caller sets no time limit
+DEFAULT_TIME_LIMIT = 120.0
 
 
 class ParentSolveFailed(Exception):
@@ -34,13 +48,34 @@ class ParentSolveFailed(Exception):
         self.cause, self.parents, self.stage = cause, np.asarray(parents, np.int64), stage
 
 
+def probe_chunk(queries: MarginalQueries, *, children: int = 2, root: bool = False, totals: bool = False,
+                bounds: bool = False, rows: bool = False) -> LevelChunk:
+    """A one-parent chunk of the release's shape (no data: it carries only public structure), to
+    ask plug-ins before any noise whether they take the release's problems."""
+    K = queries.n_cells
+    C = max(1, int(children))
+    cell_map = np.zeros(K, np.int64) if root else None
+    pv = np.full((1, 1 if root else K), float(C))
+    ones = np.ones((C, K))
+    mats = [queries.matrix(q) for q in range(queries.n_groups)] if K <= 4096 else []
+    answers = [queries.answer(q, ones) for q in range(queries.n_groups)]
+    weights = [np.ones(C) for _ in range(queries.n_groups)]
+    if not mats:  # a huge histogram: the dense matrices are not needed to probe
+        mats = [np.zeros((queries.n_answers(q), 0)) for q in range(queries.n_groups)]
+    return LevelChunk(pv, np.zeros(C, np.int64), ones, np.ones(C), mats, answers, weights,
+                      np.full(C, float(K)) if totals else None, cell_map, queries=queries,
+                      upper=np.full((C, K), np.inf) if bounds else None,
+                      rows=np.ones((1, C * K)) if rows else None, row_lower=np.zeros(1) if rows else None,
+                      row_upper=np.full(1, np.inf) if rows else None)
+
+
 @dataclass
 class CensusLevelSolver:
     """How a chunk of parents is solved (both stages); see :class:`~.mechanism.CensusTopDown` for
     the meaning of each option."""
 
-    solver: Any = "highs"
-    rounder: Any = "highs"
+    solver: Any = "auto"
+    rounder: Any = "auto"
     rounding: str = "cells"
     solver_options: dict[str, Any] = field(default_factory=dict)
     time_limit: float | None = None
@@ -48,78 +83,106 @@ class CensusLevelSolver:
     fast_path: bool = True
     max_active_set_updates: int = 50
 
-    def solve(self, chunk: LevelChunk, parent_ids: np.ndarray, stats: dict[str, Any]) -> np.ndarray:
-        """Both stages on one chunk (fast paths first, then the general solvers for the parents
-        they did not certify); returns the ``(C, K)`` integer histograms and adds its counts to
-        ``stats``.
+    def chains(self) -> tuple[list[Any], list[Any]]:
+        """The plug-ins of both stages, in order (names or instances)."""
+        def general(s: Any, dense: bool) -> list[Any]:
+            if isinstance(s, (list, tuple)):
+                return list(s)
+            if s == "auto":
+                return (["histogram_wls_dense"] if dense else []) + [GENERAL_AUTO]
+            return [s]
+
+        wls = (["histogram_wls"] if self.fast_path else []) + general(self.solver, self.fast_path)
+        rnd = (["histogram_cells"] if self.fast_path else []) + general(self.rounder, False)
+        return wls, rnd
+
+    def check(self, queries: MarginalQueries, *, max_children: int = 2, root: bool = True, totals: bool = False,
+              bounds: bool = False, rows: bool = False) -> None:
+        """Refuse, before any noise, plug-ins that cannot take the release's problems.
+
+        Every named plug-in must accept a small probe of the release's shape (e.g. ``intopt`` is
+        refused: query-term objectives); without ``fast_path`` the first plug-in of each stage
+        must also accept the largest parent (``max_children`` children) it will be given.
 
         Raises:
-            ParentSolveFailed: a stage failed; the failing parents are named by ``parent_ids``.
+            UnsupportedProblem: with every plug-in's reason.
         """
-        P, C, K = chunk.shape
-        stats["parents"] = stats.get("parents", 0) + P
-        xhat = np.zeros((C, K))
-        todo = np.ones(P, bool)
-        if self.fast_path:
-            res = wls_fast(chunk, max_iter=self.max_active_set_updates)
-            xhat[:] = res.values
-            todo = ~res.certified
-            stats["wls_fast"] = stats.get("wls_fast", 0) + int(res.certified.sum())
-            if res.certified.any():
-                stats["max_active_set_updates"] = max(stats.get("max_active_set_updates", 0),
-                                                      int(res.iterations[res.certified].max()))
-        if todo.any():
-            sub, kids = chunk.subset(todo)
-            xhat[kids] = self.solve_general(sub, parent_ids[todo], "continuous")
-            stats["wls_general"] = stats.get("wls_general", 0) + int(todo.sum())
-        y = np.zeros((C, K), np.int64)
-        todo = np.ones(P, bool)
-        if self.fast_path and self.rounding == "cells" and chunk.totals is None:
-            y[:], ok = round_cells_fast(chunk, xhat)
-            todo = ~ok
-            stats["rounding_fast"] = stats.get("rounding_fast", 0) + int(ok.sum())
-        if todo.any():
-            sub, kids = chunk.subset(todo)
-            y[kids] = self.solve_general(sub, parent_ids[todo], "rounding", xhat[kids])
-            stats["rounding_general"] = stats.get("rounding_general", 0) + int(todo.sum())
-        return y
+        from hierdp.solvers import kinds
 
-    def solve_general(self, chunk: LevelChunk, parent_ids: np.ndarray, stage: str,
-                      xhat: np.ndarray | None = None) -> np.ndarray:
-        """One stage through the solver registry, ``chunk_parents`` parents per posed Problem."""
-        P, C, K = chunk.shape
-        out = np.zeros((C, K))
-        for s in range(0, P, self.chunk_parents):
-            keep = np.zeros(P, bool)
-            keep[s:s + self.chunk_parents] = True
-            sub, kids = chunk.subset(keep) if self.chunk_parents < P else (chunk, np.arange(C))
-            out[kids] = self._solve_stage(sub, parent_ids[keep], stage, None if xhat is None else xhat[kids])
-        return out if stage == "continuous" else np.rint(out).astype(np.int64)
+        wls, rnd = self.chains()
+        small = probe_chunk(queries, children=2, root=root, totals=totals, bounds=bounds, rows=rows)
+        xhat = np.ones(small.targets.shape)
 
-    def _solve_stage(self, chunk: LevelChunk, parent_ids: np.ndarray, stage: str,
-                     xhat: np.ndarray | None) -> np.ndarray:
-        from hierdp.models.problem import ProblemError
-        from hierdp.solvers import solve
+        def named(s: Any, fast: str) -> list[Any]:  # the fast plug-in and what the caller named
+            given = list(s) if isinstance(s, (list, tuple)) else [s]
+            return ([fast] if self.fast_path else []) + [x for x in given if x not in ("auto", GENERAL_AUTO)]
+
+        for s in named(self.solver, "histogram_wls"):
+            kinds.check(s, HistogramWLS(small))
+        for s in named(self.rounder, "histogram_cells"):
+            kinds.check(s, HistogramRounding(small, xhat, self.rounding))
+        if not self.fast_path:
+            big = probe_chunk(queries, children=max_children, root=False, totals=totals, bounds=bounds, rows=rows)
+            kinds.check(wls[0], HistogramWLS(big))
+            kinds.check(rnd[0], HistogramRounding(big, np.ones(big.targets.shape), self.rounding))
+
+    def _options(self) -> dict[str, dict[str, Any]]:
+        return {"histogram_wls": {"max_rounds": self.max_active_set_updates},
+                "histogram_wls_dense": {"max_active_set_updates": self.max_active_set_updates}}
+
+    def solve(self, chunk: LevelChunk, parent_ids: np.ndarray, stats: dict[str, Any]) -> np.ndarray:
+        """Both stages on one chunk; returns the ``(C, K)`` integer histograms and adds, per stage,
+        the parents each plug-in solved to ``stats`` (``wls_<plug-in>``, ``rounding_<plug-in>``).
+
+        Raises:
+            ParentSolveFailed: a stage left parents unsolved; they are named by ``parent_ids``.
+        """
         from hierdp.solvers.base import SolverError
+        from hierdp.solvers.kinds import solve_parents
 
-        _, C, K = chunk.shape
-        npn = chunk.n_parent_nodes
-        kp = chunk.parent_values.shape[1]
-        problem = None
+        P, _C, _K = chunk.shape
+        stats["parents"] = stats.get("parents", 0) + P
+        wls, rnd = self.chains()
+        limit = DEFAULT_TIME_LIMIT if self.time_limit is None else self.time_limit
+        opts = self._options()
+        general = dict(self.solver_options)
         try:
-            if stage == "continuous":
-                problem = continuous_problem(chunk)
-                solver = self.solver
-            else:
-                assert xhat is not None
-                problem = rounding_problem(chunk, xhat, queries=self.rounding == "queries")
-                solver = self.rounder
-            sol = solve(problem, solver, time_limit=self.time_limit, **self.solver_options)
-        except (SolverError, ProblemError) as exc:
-            groups = getattr(exc, "groups", None)
-            failing = parent_ids
-            if groups is not None and len(groups) and problem is not None:
-                anchors = problem.group_anchors()[np.asarray(groups, np.int64)]
-                failing = parent_ids[np.unique(anchors[anchors < npn] // kp)]
-            raise ParentSolveFailed(exc, failing, stage) from exc
-        return np.asarray(sol.values, dtype=float)[npn:].reshape(C, K)
+            res = solve_parents(HistogramWLS(chunk), wls, time_limit=limit, max_parents=self.chunk_parents,
+                                options={**{_name(s): general for s in wls if _name(s) not in opts}, **opts})
+        except SolverError as exc:
+            raise ParentSolveFailed(exc, parent_ids[_failing(exc, P)], "continuous") from exc
+        _count(stats, "wls", res)
+        xhat = res.values
+        try:
+            rres = solve_parents(HistogramRounding(chunk, xhat, self.rounding), rnd, time_limit=limit,
+                                 max_parents=self.chunk_parents,
+                                 options={_name(s): general for s in rnd if _name(s) != "histogram_cells"})
+        except SolverError as exc:
+            raise ParentSolveFailed(exc, parent_ids[_failing(exc, P)], "rounding") from exc
+        _count(stats, "rounding", rres)
+        return np.asarray(np.rint(rres.values), np.int64)
+
+
+def _name(s: Any) -> str:
+    return s if isinstance(s, str) else getattr(s, "name", str(s))
+
+
+def _failing(exc: BaseException, P: int) -> np.ndarray:
+    groups = getattr(exc, "groups", None)
+    if groups is None or not len(groups):
+        return np.arange(P)
+    return np.asarray(groups, np.int64)
+
+
+def _count(stats: dict[str, Any], stage: str, res: Any) -> None:
+    fast = {"wls": "histogram_wls", "rounding": "histogram_cells"}[stage]
+    for i, name in enumerate(res.solvers):
+        n = int((res.solved_by == i).sum())
+        if n:
+            key = f"{stage}_{name}"
+            stats[key] = stats.get(key, 0) + n
+        kind = "fast" if name == fast else "general"
+        stats[f"{stage}_{kind}"] = stats.get(f"{stage}_{kind}", 0) + n
+    rounds = res.stats.get("histogram_wls", {}).get("rounds_max")
+    if stage == "wls" and rounds is not None:
+        stats["max_active_set_updates"] = max(stats.get("max_active_set_updates", 0), int(rounds))

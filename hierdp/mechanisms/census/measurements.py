@@ -20,8 +20,9 @@ column                        type       meaning
                                          geounit and query group)
 ============================  =========  ===========================================================
 
-A geounit is measured when it has every answer of every query group, unmeasured (bypassed, as the
-spine's single children) when it has none; anything in between is refused. Files hierdp writes
+A geounit answers each query group completely or not at all (a strategy may give a group no share
+at some geolevels); a geounit with no answer is unmeasured (bypassed, as the spine's single
+children). Part of a group's answers is refused. Files hierdp writes
 carry the strategy in the Parquet metadata (``hierdp.strategy``: shape, groups, shares, attribute
 names); any other file is read with the strategy given. This is hierdp's own layout: the Bureau's
 files store a geounit's answers of one query as an array in one row and name geounits by their
@@ -54,9 +55,9 @@ class MeasurementsError(HierdpError, ValueError):
 
 
 def strategy_record(strategy: Any) -> dict[str, Any]:
-    """A :class:`~hierdp.mechanisms.census.QueryStrategy` as JSON (shares exact)."""
-    return {"shape": list(strategy.shape), "groups": {g: list(k) for g, k in strategy.groups.items()},
-            "shares": {g: str(strategy.shares[g]) for g in strategy.groups},
+    """A :class:`~hierdp.mechanisms.census.QueryStrategy` as JSON (shares exact, recodes and
+    per-geolevel shares included)."""
+    return {**strategy.describe(),
             "attribute_names": None if strategy.attribute_names is None else list(strategy.attribute_names)}
 
 
@@ -64,9 +65,11 @@ def strategy_from_record(rec: dict[str, Any]) -> Any:
     from hierdp.mechanisms.census.strategy import QueryStrategy
 
     names = rec.get("attribute_names")
+    recodes = {g: {int(a): tuple(v) for a, v in r.items()} for g, r in (rec.get("recodes") or {}).items()}
+    levels = {lev: {g: Fraction(v) for g, v in sh.items()} for lev, sh in (rec.get("level_shares") or {}).items()}
     return QueryStrategy(tuple(rec["shape"]), {g: tuple(k) for g, k in rec["groups"].items()},
                          {g: Fraction(v) for g, v in rec["shares"].items()},
-                         None if names is None else tuple(names))
+                         None if names is None else tuple(names), recodes or None, levels or None)
 
 
 @dataclass
@@ -96,7 +99,8 @@ class NoisyMeasurements:
 
     def group_sizes(self) -> list[int]:
         """Answers per query group R_q."""
-        return [int(self.strategy.group_matrix(g).shape[0]) for g in self.groups]
+        q = self.strategy.queries
+        return [int(q.n_answers(j)) for j in range(len(self.groups))]
 
     @property
     def measured(self) -> np.ndarray:
@@ -115,13 +119,16 @@ class NoisyMeasurements:
         index = np.concatenate([np.arange(r) for r in sizes]).astype(np.int64)
         A = group.size
         level_names = np.asarray(spine.level_names, dtype=object)
+        have = ~np.isnan(self.answers[u].ravel())  # a group without a share at a geolevel has no answers
         return pd.DataFrame({
-            "geolevel": pd.array(np.repeat(level_names[spine.level[u]], A), dtype="string"),
-            "geocode": pd.array(np.repeat(np.asarray(spine.names, dtype=object)[u], A).astype(str), dtype="string"),
-            "query_name": pd.array(np.tile(np.asarray(self.groups, dtype=object)[group], u.size), dtype="string"),
-            "query_index": np.tile(index, u.size),
-            "noisy_measurement": self.answers[u].ravel(),
-            "variance": self.variances[u][:, group].ravel(),
+            "geolevel": pd.array(np.repeat(level_names[spine.level[u]], A)[have], dtype="string"),
+            "geocode": pd.array(np.repeat(np.asarray(spine.names, dtype=object)[u], A).astype(str)[have],
+                                dtype="string"),
+            "query_name": pd.array(np.tile(np.asarray(self.groups, dtype=object)[group], u.size)[have],
+                                   dtype="string"),
+            "query_index": np.tile(index, u.size)[have],
+            "noisy_measurement": self.answers[u].ravel()[have],
+            "variance": self.variances[u][:, group].ravel()[have],
         })
 
     def write_parquet(self, path: str | Path) -> Path:
@@ -175,7 +182,7 @@ class NoisyMeasurements:
                 raise MeasurementsError(f"{where}: row {int(np.flatnonzero(frame[c].isna().to_numpy())[0])}: "
                                         f"{c} is empty")
         groups = list(strategy.groups)
-        sizes = [int(strategy.group_matrix(g).shape[0]) for g in groups]
+        sizes = [int(strategy.queries.n_answers(j)) for j in range(len(groups))]
         first = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         # geounits: (geolevel, geocode) -> spine index
         lev_index = pd.Index([str(x) for x in spine.level_names])
@@ -238,13 +245,13 @@ class NoisyMeasurements:
         has = np.isfinite(vmin)
         variances.ravel()[has] = vmin[has]
         have = ~np.isnan(answers)
-        n_have = have.sum(axis=1)
-        partial = np.flatnonzero((n_have > 0) & (n_have < A))
-        if partial.size:
-            p = int(partial[0])
-            lacking = [groups[j] for j in range(len(groups)) if not have[p, first[j]:first[j + 1]].all()]
-            raise MeasurementsError(f"{where}: geounit {spine.names[p]!r} ({spine.level_names[spine.level[p]]}) has "
-                                    f"some answers but not every answer of query group {lacking[0]!r}; a geounit "
-                                    "has every answer of every group, or none (unmeasured)")
+        for j, g in enumerate(groups):  # a group is answered completely or not at all
+            n_have = have[:, first[j]:first[j + 1]].sum(axis=1)
+            partial = np.flatnonzero((n_have > 0) & (n_have < sizes[j]))
+            if partial.size:
+                p = int(partial[0])
+                raise MeasurementsError(f"{where}: geounit {spine.names[p]!r} ({spine.level_names[spine.level[p]]}) "
+                                        f"has some answers but not every answer of query group {g!r}; a geounit "
+                                        "answers a group completely, or not at all")
         del n
         return cls(spine, strategy, answers, variances)

@@ -17,14 +17,18 @@ moment (an aborted run never understates it).
 2. an integer rounder: L1 distance of all query answers to the continuous solution, over
    floor + {0, 1} per cell, keeping consistency (a MIP).
 
-Both stages are the per-parent solve of :class:`~.level_solver.CensusLevelSolver` (the exact
-vectorized fast paths first; the parents they cannot certify are posed as Problems and sent to
-``solver`` / ``rounder`` through the registry). Single-child parents are copied down; all-zero
-parents give all-zero children (they are not expanded). The root is estimated the same way under
-its public total: the level-wise engine sees one level above the spine, a virtual node holding the
-total (:class:`~.spine_tree.SpineTree`). **Invariants**: ``invariant_levels`` (a prefix of
-geolevels, default the root) are published exactly; the release states every invariant beyond the
-root as an assumption.
+Both are problem kinds of the solver registry over a :class:`~hierdp.models.histogram.LevelChunk`
+(:mod:`.level_solver`): with ``fast_path=True`` (default) the exact structured plug-ins
+``histogram_wls`` (KKT-certified per parent) and ``histogram_cells`` go first, and the parents they
+do not certify go to ``solver`` / ``rounder`` (registry plug-ins, checked before any noise).
+Children are measured batch by batch, when their parents are solved. Single-child parents are
+copied down; all-zero parents give all-zero children (they are not expanded). The root is estimated
+the same way under its public total: the level-wise engine sees one level above the spine, a
+virtual node holding the total (:class:`~.spine_tree.SpineTree`). **Invariants**:
+``invariant_levels`` (a prefix of geolevels, default the root) are published exactly; the release
+states every invariant beyond the root as an assumption. **Constraints** (``constraints=``) reach
+each chunk as the :class:`LevelChunk`'s per-(child, cell) bounds and rows over its (child, cell)
+variables, which the solver chain honours.
 
 **The level-wise engine** (:mod:`hierdp.mechanisms.levelwise`): the same loop, accounting path,
 engines and checkpoints as every TopDown. Seeded noise is counter-based: answer ``a`` of geounit
@@ -91,6 +95,15 @@ class SpineHistograms:
         arr = np.asarray(counts)
         if arr.ndim != 2 or arr.shape[0] != spine.n_blocks:
             raise MechanismParameterError(f"counts must have shape (n_blocks={spine.n_blocks}, K), got {arr.shape}")
+        self.spine = spine
+        if arr.dtype.kind in "iu" and arr.dtype.itemsize <= 8 and arr.dtype != np.uint64:
+            # integers: checked and kept without a float copy (10^5 blocks x 2,016 cells is 1.6 GB)
+            if arr.size and arr.min() < 0:
+                b, k = np.argwhere(arr < 0)[0]
+                raise MechanismParameterError(f"counts: block {spine.block_names[b]!r}, cell {k} has {arr[b, k]} "
+                                              "(counts must be non-negative integers)")
+            self.counts = arr.astype(np.int64, copy=False)
+            return
         try:
             f = arr.astype(float)
         except (TypeError, ValueError):
@@ -100,7 +113,6 @@ class SpineHistograms:
             b, k = np.argwhere(bad)[0]
             raise MechanismParameterError(f"counts: block {spine.block_names[b]!r}, cell {k} has {f[b, k]:g} "
                                           "(counts must be non-negative integers)")
-        self.spine = spine
         self.counts = f.astype(np.int64)
 
     @property
@@ -118,6 +130,10 @@ class SpineHistograms:
         """Number of histogram cells K."""
         return int(self.counts.shape[1])
 
+    def true_histograms(self) -> _TrueHistograms:
+        """The true histograms of every geounit without a dense copy of the blocks'."""
+        return _TrueHistograms(self.spine, self.counts)
+
     def geounit_histograms(self) -> np.ndarray:
         """True ``(n_geounits, K)`` histograms (sums of their blocks)."""
         s = self.spine
@@ -128,6 +144,42 @@ class SpineHistograms:
             kids = np.arange(ptr[lev], ptr[lev + 1])
             np.add.at(out, s.parent[kids], out[kids])
         return out
+
+
+class _TrueHistograms:
+    """True histograms by geounit: the geounits above the blocks summed once (sparse products, level
+    by level), the blocks read from the counts (no copy)."""
+
+    def __init__(self, spine: Spine, counts: np.ndarray) -> None:
+        from scipy import sparse
+
+        ptr = spine.level_ptr
+        self.first_block = int(ptr[spine.block_level])
+        self.counts = counts
+        self.block_pos = np.empty(spine.n - self.first_block, np.int64)
+        self.block_pos[np.asarray(spine.blocks) - self.first_block] = np.arange(spine.n_blocks)
+        K = counts.shape[1]
+        self.upper = np.zeros((self.first_block, K), np.int64)
+        below: np.ndarray = counts
+        below_nodes = np.asarray(spine.blocks)
+        for lev in range(spine.block_level, 0, -1):
+            lo, hi = int(ptr[lev - 1]), int(ptr[lev])
+            par = spine.parent[below_nodes] - lo
+            agg = sparse.csr_matrix((np.ones(par.size, np.int64), (par, np.arange(par.size))), shape=(hi - lo, par.size))
+            self.upper[lo:hi] = agg @ below
+            below, below_nodes = self.upper[lo:hi], np.arange(lo, hi)
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """The histograms of geounits ``idx`` (all of one geolevel)."""
+        idx = np.asarray(idx, np.int64)
+        if idx.size and idx[0] >= self.first_block:
+            return self.counts[self.block_pos[idx - self.first_block]]
+        return self.upper[idx]
+
+    @property
+    def total(self) -> int:
+        """The root's total."""
+        return int(self.upper[0].sum()) if self.first_block else int(self.counts.sum())
 
 
 def _variance(noise: NoiseModel, param: float) -> float:
@@ -143,18 +195,20 @@ class _Plan(NamedTuple):
 
     groups: list[str]              #: the strategy's query groups, in order
     det: str | None                #: the detailed group's name, if any
-    mats: dict[str, np.ndarray]    #: each group's (R_q, K) matrix
+    mats: dict[str, np.ndarray]    #: each non-detailed group's (R_q, K) matrix
     first: dict[str, int]          #: the first answer index of each group (answers of a geounit: 0 .. A-1)
     n_answers: int                 #: A
     gnums: np.ndarray              #: the distinct γ numerators of measured geounits (sorted)
-    param: np.ndarray              #: (len(gnums), len(groups)) noise parameters
-    variance: np.ndarray           #: (len(gnums), len(groups)) variances of one draw
-    weight: np.ndarray             #: (len(gnums), len(groups)) WLS weights (1 / variance)
+    param: np.ndarray              #: (geolevels, len(gnums), len(groups)) noise parameters (NaN: share 0)
+    variance: np.ndarray           #: the same shape: variances of one draw
+    weight: np.ndarray             #: the same shape: WLS weights (1 / variance; 0 where not measured)
     parts: list[Fraction]          #: per geolevel, the increase of the largest path share
     sens: int                      #: the sensitivity of every group's answers
     invariant: frozenset[int]      #: geolevels whose totals are invariant
     level_measured: list[int]      #: per geolevel, its measured geounits
     level_gnums: list[np.ndarray]  #: per geolevel, the γ numerators of its measured geounits
+    queries: Any = None            #: the strategy's MarginalQueries (every group, in order): exact answers
+    structure: Any = None          #: the MarginalQueries of the non-detailed groups (a LevelChunk's queries)
 
 
 class _Job(NamedTuple):
@@ -200,16 +254,23 @@ class CensusTopDown(LevelwiseMechanism):
         unit, bounded, contributions: the privacy unit (bounded neighbours, as the Census).
         invariant_levels: geolevels (names or numbers, a prefix from the root) whose histograms'
             totals are published exactly; default the root under bounded neighbours, none otherwise.
-        solver: registered solver of the continuous stage (default ``"highs"``).
-        rounder: registered solver of the integer rounder (default ``"highs"``).
+        solver: registered plug-in(s) of the continuous stage for the parents the structured
+            ``histogram_wls`` does not certify (or for all with ``fast_path=False``): a name, a
+            plug-in or a list; ``"auto"`` (default): the dense oracle ``histogram_wls_dense`` on
+            histograms of at most 512 cells, then the first general solver that accepts the
+            translated Problem (HiGHS). Checked before any noise (``hierdp solvers``).
+        rounder: registered plug-in(s) of the integer rounder after ``histogram_cells``; ``"auto"``
+            (default): the first general solver that accepts the translated MIP.
         rounding: the rounder's objective: ``"cells"`` (default; L1 over the cells: a
             transportation problem, totally unimodular, fast) or ``"queries"`` (L1 over every query
             answer, the DAS's objective; an exact MIP that HiGHS solves in seconds per parent).
         solver_options: options passed to both (e.g. ``{"executor": pool}``).
-        time_limit: seconds per solver call (one chunk of parents).
+        time_limit: seconds per solver call (one chunk of parents); default
+            :data:`~.level_solver.DEFAULT_TIME_LIMIT` (120 s) for the general solvers.
         chunk_parents: parents per posed Problem (bounded memory; each is solved parent by parent).
-        fast_path: solve both stages with the exact vectorized paths of :mod:`.fastpath` first
-            (default True); parents they cannot certify go to ``solver`` / ``rounder``.
+        fast_path: solve both stages with the exact structured plug-ins first (``histogram_wls``,
+            ``histogram_cells``; default True); parents they cannot certify go to ``solver`` /
+            ``rounder``.
         max_active_set_updates: active-set updates the fast WLS path may take per parent before it
             hands the parent to ``solver`` (default 50; 0 accepts only the first guess).
         batch_children: children per vectorized fast-path batch (default 512: its K x K arrays stay
@@ -233,7 +294,7 @@ class CensusTopDown(LevelwiseMechanism):
                  budget: Budget | None = None, strategy: QueryStrategy | None = None,
                  noise: str | NoiseModel = "discrete_gaussian", unit: PrivacyUnit | None = None, bounded: bool = True,
                  contributions: int = 1, distinct: bool = False, secure: bool = False, conversion: str = "analytic",
-                 invariant_levels: Iterable[str | int] | None = None, solver: Any = "highs", rounder: Any = "highs",
+                 invariant_levels: Iterable[str | int] | None = None, solver: Any = "auto", rounder: Any = "auto",
                  solver_options: dict[str, Any] | None = None, time_limit: float | None = None,
                  chunk_parents: int = 200, rounding: str = "cells", fast_path: bool = True,
                  max_active_set_updates: int = 50, batch_children: int = 512, engine: Any = None,
@@ -255,11 +316,12 @@ class CensusTopDown(LevelwiseMechanism):
         from hierdp.solvers import registry
 
         for what, s in (("solver", solver), ("rounder", rounder)):
-            if isinstance(s, str):
-                try:
-                    registry.get(s)
-                except KeyError as exc:
-                    raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
+            for one in (s if isinstance(s, (list, tuple)) else [s]):
+                if isinstance(one, str) and one != "auto":
+                    try:
+                        registry.get(one)
+                    except KeyError as exc:
+                        raise MechanismParameterError(f"{what}: {exc.args[0]}") from None
         self.solver, self.rounder = solver, rounder
         self.solver_options = dict(solver_options or {})
         self.time_limit = time_limit
@@ -288,14 +350,20 @@ class CensusTopDown(LevelwiseMechanism):
     @property
     def solver_name(self) -> str:
         """``"<continuous solver>+<rounder>"``."""
-        name = lambda s: s if isinstance(s, str) else getattr(s, "name", str(s))
-        return f"{name(self.solver)}+{name(self.rounder)}"
+        def name(s: Any) -> str:
+            if isinstance(s, (list, tuple)):
+                return ",".join(name(x) for x in s)
+            return s if isinstance(s, str) else getattr(s, "name", str(s))
+
+        fast = self.fast_path
+        return f"{'histogram_wls,' if fast else ''}{name(self.solver)}+{'histogram_cells,' if fast else ''}" \
+               f"{name(self.rounder)}"
 
     def params(self) -> dict[str, Any]:
         p = super().params()
         p.update({"noise": self.noise.name, "solver": self.solver_name, "invariant_levels": self.invariant_levels,
                   "rounding": self.rounding, "fast_path": self.fast_path,
-                  "strategy": None if self.strategy is None else dict(self.strategy.groups)})
+                  "strategy": None if self.strategy is None else self.strategy.describe()})
         if getattr(self, "constraints", None) is not None:
             p["constraints"] = self.constraints.digest()  # part of a checkpoint's identity
         return p
@@ -327,6 +395,7 @@ class CensusTopDown(LevelwiseMechanism):
         K = int(counts.shape[1])
         strategy = self._strategy(K)
         plan = self._plan(spine, strategy)
+        self._check_solvers(spine, plan)
         tree = SpineTree(data)
         ctx, state = self._release_levels(tree, data, plan, seed=seed, rng=rng, secure=secure, accountant=accountant,
                                           progress=progress, checkpoint=checkpoint, resume=resume)
@@ -371,10 +440,10 @@ class CensusTopDown(LevelwiseMechanism):
             idx = idx[spine.measured[idx]]
             for s in range(0, idx.size, max(1, int(batch_geounits))):
                 u = idx[s:s + batch_geounits]
-                answers[u], _ = self._noisy_answers(tree, plan, source, lev, u, tree.hist[u])
-                variances[u] = plan.variance[np.searchsorted(plan.gnums, spine.gamma_num[u])]
+                answers[u], _ = self._noisy_answers(tree, plan, source, lev, u, tree.true_rows(u))
+                variances[u] = plan.variance[lev, np.searchsorted(plan.gnums, spine.gamma_num[u])]
         acc = ctx.accounting(details={"noise": self.noise.name, "measured_geounits": int(spine.measured.sum()),
-                                      "strategy": {g: str(strategy.shares[g]) for g in plan.groups}},
+                                      "strategy": strategy.describe()},
                              notes=("the noisy measurements only (not post-processed)",))
         return NoisyMeasurements(spine, strategy, answers, variances, accounting=acc, params=ctx.params())
 
@@ -386,31 +455,52 @@ class CensusTopDown(LevelwiseMechanism):
         return strategy
 
     def _plan(self, spine: Spine, strategy: QueryStrategy) -> _Plan:
-        """Every noise scale now, before any noise: one per (geounit proportion, group share)."""
+        """Every noise scale now, before any noise: one per (geolevel, geounit proportion, group
+        share; a group with share 0 at a geolevel is not measured there)."""
         inv_levels = self._invariant_levels(spine)
         groups = list(strategy.groups)
-        mats = {g: strategy.group_matrix(g) for g in groups}
-        first, a = {}, 0
-        for g in groups:
-            first[g] = a
-            a += mats[g].shape[0]
+        det = strategy.detailed
+        queries = strategy.queries
+        sizes = [int(queries.n_answers(j)) for j in range(len(groups))]
+        mats = {g: strategy.group_matrix(g) for g in groups if g != det}
+        first = dict(zip(groups, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist(), strict=True))
         total = exact(self.spec.budget, "budget")
         sens = self.noise.sensitivity(self.unit, finest=False)
         gnums = np.unique(spine.gamma_num[spine.measured]).astype(np.int64)
-        param = np.zeros((gnums.size, len(groups)))
-        for i, gnum in enumerate(gnums.tolist()):
-            for j, g in enumerate(groups):
-                amount = total * Fraction(int(gnum), spine.gamma_den) * strategy.shares[g]
-                param[i, j] = self.noise.calibrate(amount, sens, culprit=self._culprit)
-        variance = np.vectorize(lambda x: _variance(self.noise, float(x)), otypes=[float])(param) \
-            if param.size else param.copy()
-        weight = 1.0 / variance
+        param = np.full((spine.n_levels, gnums.size, len(groups)), np.nan)
         ptr = spine.level_ptr
         meas = [np.flatnonzero(spine.measured[ptr[lev]:ptr[lev + 1]]) + ptr[lev] for lev in range(spine.n_levels)]
-        return _Plan(groups, strategy.detailed, mats, first, a, gnums, param, variance, weight, self._level_parts(spine),
-                     sens,
-                     frozenset(inv_levels), [int(m.size) for m in meas],
-                     [np.unique(spine.gamma_num[m]) for m in meas])
+        for lev in range(spine.n_levels):
+            shares = strategy.shares_at(spine.level_names[lev])
+            for gnum in np.unique(spine.gamma_num[meas[lev]]).tolist():
+                i = int(np.searchsorted(gnums, gnum))
+                for j, g in enumerate(groups):
+                    if shares[g] > 0:
+                        amount = total * Fraction(int(gnum), spine.gamma_den) * shares[g]
+                        param[lev, i, j] = self.noise.calibrate(amount, sens, culprit=self._culprit)
+        variance = np.full(param.shape, np.nan)
+        has = ~np.isnan(param)
+        variance[has] = [_variance(self.noise, float(x)) for x in param[has]]
+        weight = np.where(has, 1.0 / np.where(has, variance, 1.0), 0.0)
+        return _Plan(groups, det, mats, first, int(sum(sizes)), gnums, param, variance, weight,
+                     self._level_parts(spine), sens, frozenset(inv_levels), [int(m.size) for m in meas],
+                     [np.unique(spine.gamma_num[m]) for m in meas], queries,
+                     strategy.query_structure([g for g in groups if g != det]))
+
+    def _check_solvers(self, spine: Spine, plan: _Plan) -> None:
+        """The solver layer's refusal before any noise: a probe of this release's shape (public
+        structure only: the histogram, the largest fanout, invariant totals, constraints) through
+        every plug-in."""
+        from hierdp.solvers.base import UnsupportedProblem
+
+        ptr, _ = spine.children_csr()
+        fanout = int(np.diff(ptr).max(initial=1))
+        constrained = self.constraints is not None
+        try:
+            self.level_solver.check(plan.structure, max_children=fanout, root=False,
+                                    totals=len(plan.invariant) > 1, bounds=constrained, rows=constrained)
+        except UnsupportedProblem as exc:
+            raise MechanismParameterError(f"solver: {exc}") from None
 
     def _task(self, prep: _Plan) -> _CensusTask:
         mech = self.for_workers()
@@ -434,7 +524,8 @@ class CensusTopDown(LevelwiseMechanism):
         lev = L - 1
         part = prep.parts[lev]
         amount = self.spec.budget._scaled(part) if part > 0 else Budget._zero(self.spec.budget.calculus)
-        used = np.unique(prep.param[np.isin(prep.gnums, prep.level_gnums[lev])].ravel())
+        used = prep.param[lev][np.isin(prep.gnums, prep.level_gnums[lev])].ravel()
+        used = np.unique(used[~np.isnan(used)])
         n = prep.level_measured[lev]
         details: dict[str, Any] = {"noise": self.noise.name, "measured_geounits": n,
                    self.noise.sensitivity_name: self.noise.sensitivity_value(prep.sens), "path_share": str(part),
@@ -530,14 +621,13 @@ class CensusTopDown(LevelwiseMechanism):
         lev = job.L  # the children's geolevel
         for s, e in itertools.pairwise(np.asarray(cuts).tolist()):
             ps = solved[s:e]
-            kids, local_off = gather_ranges(offsets[:-1][ps], sizes[ps])
+            kids, _ = gather_ranges(offsets[:-1][ps], sizes[ps])
             t1 = time.perf_counter()
-            chunk = self._chunk_of(tree, plan, job, lev, child_keys[kids], true[kids], parent_values[ps],
-                                   np.repeat(np.arange(ps.size), sizes[ps]), below_total)
+            chunk, row_names = self._chunk_of(tree, plan, job, lev, child_keys[kids], true[kids], parent_values[ps],
+                                              np.repeat(np.arange(ps.size), sizes[ps]), below_total)
             t2 = time.perf_counter()
             try:
-                out[kids] = self._solve_batch(chunk, parent_keys[ps], child_keys[kids], np.diff(local_off), job,
-                                              int(K), st)
+                out[kids] = self._solve_batch(chunk, parent_keys[ps], row_names, st)
             except ParentSolveFailed as failed:
                 raise _StageFailed(failed.cause, failed.parents, failed.stage) from failed.cause
             st["noise_s"] += t2 - t1
@@ -547,39 +637,39 @@ class CensusTopDown(LevelwiseMechanism):
         st["cpu_s"] = time.process_time() - cpu0
         return ChunkResult(child_keys[keep], np.repeat(rows, sizes)[keep], out[keep], None, st)
 
-    def _solve_batch(self, chunk: LevelChunk, parent_ids: np.ndarray, kids: np.ndarray, sizes: np.ndarray, job: _Job,
-                     K: int, st: dict[str, Any]) -> np.ndarray:
-        """One batch of parents: the fast path for the parents no constraint reaches, the
-        constrained two-stage solve (:mod:`.constrained`) for each coupled component of the others."""
-        block = None
-        if job.constraints is not None:
-            block = job.constraints.block((kids[:, None] * K + np.arange(K)[None, :]).ravel())
-        if block is None or block.empty:
-            return self.level_solver.solve(chunk, parent_ids, st)
-        from hierdp.mechanisms.census.constrained import solve_constrained
+    def _solve_batch(self, chunk: LevelChunk, parent_ids: np.ndarray, row_names: np.ndarray | None,
+                     st: dict[str, Any]) -> np.ndarray:
+        """One batch of parents through the level solver (both stages; a chunk's constraints are
+        its bounds and rows), the answer checked exactly in integers against them. A constrained
+        batch that has no solution names its rows (they cannot hold under the released parents)."""
+        constrained = chunk.n_rows or chunk.lower is not None or chunk.upper is not None
+        try:
+            out = self.level_solver.solve(chunk, parent_ids, st)
+        except ParentSolveFailed as failed:
+            from hierdp.constraints.feasibility import is_infeasible
 
-        col_off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64) * K
-        comp = block.group_components(col_off)
-        redo = np.isin(comp, comp[block.touched_groups(col_off)])
-        C = chunk.shape[1]
-        out = np.zeros((C, K), np.int64)
-        if (~redo).any():
-            sub, sk = chunk.subset(~redo)
-            out[sk] = self.level_solver.solve(sub, parent_ids[~redo], st)
-        for c in np.unique(comp[redo]).tolist():  # one Problem pair per coupled component
-            members = comp == c
-            sub, sk = chunk.subset(members)
-            cols = (sk[:, None] * K + np.arange(K)[None, :]).ravel()
-            out[sk] = solve_constrained(sub, block.restrict(cols), parent_ids[members], solver=self.solver,
-                                        rounder=self.rounder, rounding=self.rounding,
-                                        solver_options=self.solver_options, time_limit=self.time_limit, stats=st)
+            if not constrained or not is_infeasible(failed.cause):
+                raise
+            from hierdp.constraints.errors import ConstraintsInfeasible
+
+            names = [str(n) for n in (row_names if row_names is not None else [])]
+            shown = ", ".join(repr(n) for n in names[:5]) + (" ..." if len(names) > 5 else "")
+            cause = ConstraintsInfeasible(f"the public constraints cannot hold under the released parents: "
+                                          f"{'rows ' + shown if names else 'the cell bounds'} ({failed.cause})",
+                                          entries=names)
+            raise ParentSolveFailed(cause, failed.parents, failed.stage) from failed.cause
+        if constrained:
+            _check_constraints(chunk, out, parent_ids)
+            st["constrained_parents"] = st.get("constrained_parents", 0) + int(chunk.shape[0])
         return out
 
     def _chunk_of(self, tree: SpineTree, plan: _Plan, job: _Job, lev: int, kids: np.ndarray, true: np.ndarray,
-                  parent_values: np.ndarray, child_parent: np.ndarray, below_total: bool) -> LevelChunk:
-        """The children's measurements (:meth:`_noisy_answers`) as a :class:`LevelChunk` of their
-        parents."""
-        C, K = len(kids), int(parent_values.shape[1]) if not below_total else int(tree.n_cells)
+                  parent_values: np.ndarray, child_parent: np.ndarray, below_total: bool
+                  ) -> tuple[LevelChunk, np.ndarray | None]:
+        """The children's measurements (:meth:`_noisy_answers`) and their constraints (the level's
+        plan, as per-(child, cell) bounds and rows over the chunk's (child, cell) variables) as a
+        :class:`LevelChunk` of their parents, and the names of its rows (None without rows)."""
+        C, K = len(kids), int(tree.n_cells)
         answers, weights = self._noisy_answers(tree, plan, job.source, lev, kids, true)
         measured = ~np.isnan(answers).all(axis=1) if answers.shape[1] else np.zeros(C, bool)
         if not below_total and not measured.all():
@@ -587,26 +677,37 @@ class CensusTopDown(LevelwiseMechanism):
             raise SpineError(f"geounit {tree.spine.names[u]!r} is unmeasured but has siblings")
         targets = np.full((C, K), np.nan)
         tw = np.zeros(C)
-        qm, qa, qw = [], [], []
+        qa, qw = [], []
         for j, g in enumerate(plan.groups):
-            R = plan.mats[g].shape[0]
-            ans = answers[:, plan.first[g]:plan.first[g] + R]
+            ans = answers[:, plan.first[g]:plan.first[g] + int(plan.queries.n_answers(j))]
             if g == plan.det:
                 targets, tw = ans, weights[:, j]
             else:
-                qm.append(plan.mats[g])
                 qa.append(ans)
                 qw.append(weights[:, j])
         totals = tree.totals(kids) if lev in plan.invariant and not below_total else None
         cell_map = np.zeros(K, np.int64) if below_total else None
-        return LevelChunk(parent_values, child_parent, targets, tw, qm, qa, qw, totals, cell_map)
+        fields: dict[str, Any] = {}
+        names = None
+        if job.constraints is not None:
+            block = job.constraints.block((kids[:, None] * K + np.arange(K)[None, :]).ravel())
+            if block is not None and not block.empty:
+                if block.child_lower is not None and block.child_upper is not None:
+                    fields["lower"] = np.asarray(block.child_lower, float).reshape(C, K)
+                    fields["upper"] = np.asarray(block.child_upper, float).reshape(C, K)
+                if block.n_rows:
+                    fields.update(rows=block.matrix, row_lower=block.lower, row_upper=block.upper)
+                    names = np.asarray(block.names, dtype=object)
+        mats = [plan.mats[g] for g in plan.groups if g != plan.det]
+        return LevelChunk(parent_values, child_parent, targets, tw, mats, qa, qw, totals, cell_map,
+                          queries=plan.structure, **fields), names
 
     def _noisy_answers(self, tree: SpineTree, plan: _Plan, source: Any, lev: int, kids: np.ndarray,
                        true: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The geounits' noisy answers to every query group, drawn now: ``(C, A)`` (NaN rows for
-        unmeasured geounits; answer ``a`` of geounit ``u`` of geolevel ``lev`` draws from the
-        counter stream of key ``u · A + a`` at engine level ``lev + 1`` in seeded mode) and the WLS
-        weights ``(C, n_groups)`` (0 where unmeasured)."""
+        """The geounits' noisy answers to every query group, drawn now: ``(C, A)`` (NaN where a
+        geounit is unmeasured, or a group has no share at its geolevel; answer ``a`` of geounit
+        ``u`` of geolevel ``lev`` draws from the counter stream of key ``u · A + a`` at engine
+        level ``lev + 1`` in seeded mode) and the WLS weights ``(C, n_groups)`` (0 where none)."""
         C = len(kids)
         measured = tree.measured(kids)
         m = np.flatnonzero(measured)
@@ -615,15 +716,17 @@ class CensusTopDown(LevelwiseMechanism):
         if not m.size:
             return answers, weights
         gi = np.searchsorted(plan.gnums, tree.gamma_num(kids[m]))  # row of each measured geounit in the tables
+        rows = true[m]
         for j, g in enumerate(plan.groups):
-            Q = plan.mats[g]
-            R = Q.shape[0]
-            exact_answers = true[m] @ Q.T.astype(np.int64)
+            params = plan.param[lev, gi, j]
+            if np.isnan(params).all():  # no share of the budget at this geolevel: not measured
+                continue
+            exact_answers = plan.queries.answer(j, rows)  # integer marginals, O(K) per geounit
+            R = exact_answers.shape[1]
             keys = (kids[m, None] * plan.n_answers + plan.first[g] + np.arange(R)[None, :]).ravel()
-            params = np.repeat(plan.param[gi, j], R)
-            noise = self.noise.draw(params, keys.size, level_randomness(source, lev + 1, keys))
-            answers[m, plan.first[g]:plan.first[g] + R] = (exact_answers + np.asarray(noise).reshape(m.size, R))
-            weights[m, j] = plan.weight[gi, j]
+            noise = self.noise.draw(np.repeat(params, R), keys.size, level_randomness(source, lev + 1, keys))
+            answers[m, plan.first[g]:plan.first[g] + R] = exact_answers + np.asarray(noise).reshape(m.size, R)
+            weights[m, j] = plan.weight[lev, gi, j]
         return answers, weights
 
     # ------------------------------------------------------------------ the release
@@ -648,7 +751,7 @@ class CensusTopDown(LevelwiseMechanism):
         extra = [f"the totals of geolevel {spine.level_names[lv]!r} are invariant (published exactly, outside the "
                  "differential privacy guarantee)" for lv in sorted(prep.invariant) if lv > 0]
         details: dict[str, Any] = {"noise": self.noise.name, "measured_geounits": int(spine.measured.sum()),
-                                   "strategy": {g: str(strategy.shares[g]) for g in prep.groups}}
+                                   "strategy": strategy.describe()}
         notes: tuple[str, ...] = ()
         if state.constraints is not None:
             from hierdp.constraints.report import accounting_parts
@@ -758,3 +861,34 @@ def _parent_components(plan: Any, parent_keys: np.ndarray, K: int) -> np.ndarray
     out = comp[:n].astype(np.int64)
     out[~(lab >= 0).any(axis=1)] = -1
     return out
+
+
+def _check_constraints(chunk: LevelChunk, values: np.ndarray, parent_ids: np.ndarray) -> None:
+    """The chunk's bounds and rows hold for the integer ``values``, checked exactly in integers.
+
+    Raises:
+        ParentSolveFailed: naming the parents of a broken row or bound (stage ``"constraints"``).
+    """
+    from hierdp.constraints.errors import ConstraintsInfeasible
+
+    C, K = values.shape
+    v = np.asarray(values, np.int64)
+    bad = np.zeros(C, bool)
+    if chunk.lower is not None:
+        bad |= (v < np.ceil(chunk.lower - 1e-9)).any(axis=1)
+    if chunk.upper is not None:
+        bad |= (v > np.floor(chunk.upper + 1e-9)).any(axis=1)
+    if chunk.n_rows:
+        r = chunk.rows
+        coef = np.rint(r.data).astype(np.int64)
+        act = np.zeros(r.shape[0], np.int64)
+        np.add.at(act, np.repeat(np.arange(r.shape[0]), np.diff(r.indptr)), coef * v.ravel()[r.indices])
+        lo = np.asarray(chunk.row_lower, float)
+        hi = np.asarray(chunk.row_upper, float)
+        broken = (np.isfinite(lo) & (act < lo)) | (np.isfinite(hi) & (act > hi))
+        if broken.any():
+            bad[np.unique(r[np.flatnonzero(broken)].indices // K)] = True
+    if bad.any():
+        parents = parent_ids[np.unique(chunk.child_parent[bad])]
+        raise ParentSolveFailed(ConstraintsInfeasible("the solver's integer answer breaks a public constraint "
+                                                      "(a row or a cell bound)"), parents, "constraints")

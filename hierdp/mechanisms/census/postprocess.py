@@ -325,17 +325,19 @@ class CensusPostProcess(CensusTopDown):
         return self._make_release(tree, ctx, state, False, plan)
 
     def _post_plan(self, spine: Any, strategy: Any) -> _Plan:
+        """The census plan without noise: the strategy's layout, no noise scales."""
         inv = self._invariant_levels(spine)
         groups = list(strategy.groups)
-        mats = {g: strategy.group_matrix(g) for g in groups}
-        first, a = {}, 0
-        for g in groups:
-            first[g] = a
-            a += mats[g].shape[0]
-        none = np.zeros((0, len(groups)))
-        return _Plan(groups, strategy.detailed, mats, first, a, np.zeros(0, np.int64), none, none, none,
+        det = strategy.detailed
+        queries = strategy.queries
+        sizes = [int(queries.n_answers(j)) for j in range(len(groups))]
+        first = dict(zip(groups, np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist(), strict=True))
+        mats = {g: strategy.group_matrix(g) for g in groups if g != det}
+        none = np.zeros((spine.n_levels, 0, len(groups)))
+        return _Plan(groups, det, mats, first, int(sum(sizes)), np.zeros(0, np.int64), none, none, none,
                      [Fraction(0)] * spine.n_levels, 0, frozenset(inv), [0] * spine.n_levels,
-                     [np.zeros(0, np.int64)] * spine.n_levels)
+                     [np.zeros(0, np.int64)] * spine.n_levels, queries,
+                     strategy.query_structure([g for g in groups if g != det]))
 
     def _totals(self, spine: Any, plan: _Plan, given: Any) -> np.ndarray | None:
         below = sorted(lv for lv in plan.invariant if lv > 0)

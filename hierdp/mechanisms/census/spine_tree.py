@@ -7,9 +7,11 @@ total, under bounded neighbours), level ``l + 1`` is geolevel ``l``. So the root
 like any other chunk: one child whose K cells sum to its parent's single cell. Keys are geounit
 indices of the spine (the virtual node's key is 0 at level 0).
 
-The tree is sent once per run to process and Dask workers: it holds the spine's arrays and the
-true ``(n_geounits, K)`` histograms (int64; nothing else). Its fingerprint (what a checkpoint
-compares on resume) covers the spine (names, parents, levels, budget proportions) and the counts.
+The tree is sent once per run to process and Dask workers: it holds the spine's arrays, the
+blocks' counts and the summed histograms of the geounits above the blocks
+(:meth:`SpineHistograms.true_histograms <hierdp.mechanisms.census.SpineHistograms.true_histograms>`:
+no dense copy of the blocks'). Its fingerprint (what a checkpoint compares on resume) covers the
+spine (names, parents, levels, budget proportions) and the counts.
 """
 
 from __future__ import annotations
@@ -51,19 +53,18 @@ class SpineTree:
         n_levels: the spine's geolevels plus the virtual total level.
         level_names: ``["(total)", *spine.level_names]``.
         n_cells: K.
-        hist: the true ``(n_geounits, K)`` histograms (sums of their blocks).
     """
 
     def __init__(self, data: Any) -> None:
         spine = data.spine
         self.spine = spine
         self.n_cells = int(data.n_cells)
-        self.hist = data.geounit_histograms()
+        self._true = data.true_histograms()
         self._ptr, self._child = spine.children_csr()
         self.n_levels = int(spine.n_levels) + 1
         self.level_names = [TOTAL_LEVEL, *[str(x) for x in spine.level_names]]
         self.root_key = 0
-        self.root_count = int(self.hist[0].sum())
+        self.root_count = int(self._true.total)
         self.namer = _SpineNamer(np.asarray(spine.names, dtype=object))
         self.domain_source = data.domain_source
         self.domain_assumption = data.domain_assumption
@@ -79,7 +80,7 @@ class SpineTree:
             starts = self._ptr[pk]
             kids_pos, offsets = gather_ranges(starts, self._ptr[pk + 1] - starts)
             kids = self._child[kids_pos]
-        return kids, offsets, self.hist[kids]
+        return kids, offsets, self._true.rows(kids)
 
     def child_counts(self, level: int, parent_keys: np.ndarray) -> np.ndarray:
         """Children per parent, without expanding (sizes the engines' partitions)."""
@@ -88,9 +89,13 @@ class SpineTree:
             return np.ones(pk.size, np.int64)
         return (self._ptr[pk + 1] - self._ptr[pk]).astype(np.int64)
 
+    def true_rows(self, keys: np.ndarray) -> np.ndarray:
+        """The true ``(len, K)`` histograms of geounits of one geolevel."""
+        return self._true.rows(np.asarray(keys, dtype=np.int64))
+
     def totals(self, keys: np.ndarray) -> np.ndarray:
         """The geounits' true totals (published exactly at invariant geolevels)."""
-        return self.hist[np.asarray(keys, dtype=np.int64)].sum(axis=1)
+        return self.true_rows(keys).sum(axis=1)
 
     def measured(self, keys: np.ndarray) -> np.ndarray:
         """Whether each geounit gets a measurement (γ > 0)."""
@@ -113,7 +118,7 @@ class SpineTree:
             for part in ("hierdp.SpineTree/1", *s.level_names, str(s.gamma_den), str(self.domain_source),
                          str(self.domain_assumption or "")):
                 h.update(str(part).encode("utf-8") + b"\0")
-            for arr in (s.parent, s.level, s.gamma_num, self.hist.shape, self.hist):
+            for arr in (s.parent, s.level, s.gamma_num, self._true.counts.shape, self._true.counts):
                 h.update(np.ascontiguousarray(np.asarray(arr), dtype=np.int64).tobytes())
             h.update(pd.util.hash_array(np.asarray(s.names, dtype=object).astype(str).astype(object)).tobytes())
             self._fingerprint = h.hexdigest()

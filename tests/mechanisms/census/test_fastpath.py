@@ -1,6 +1,7 @@
-"""The Census-style TopDown's fast paths (hierdp.mechanisms.census.fastpath) against independent
-oracles: enumeration of active sets, HiGHS, an exact rational KKT solve at 1e9-scale counts, a
-sparse KKT re-solve on a parent with 10^4 children, and brute force for the rounder.
+"""The Census-style TopDown's exact per-parent plug-ins (the dense oracle histogram_wls_dense, the
+cell rounder histogram_cells) against independent oracles: enumeration of active sets, HiGHS, an
+exact rational KKT solve at 1e9-scale counts, a sparse KKT re-solve on a parent with 10^4 children,
+and brute force for the rounder.
 
 The oracles build the quadratic objective from the query matrices directly (not from the fast
 path's information matrices) and solve with other code (fractions, scipy's lstsq / spsolve).
@@ -20,8 +21,14 @@ from scipy.sparse.linalg import spsolve
 
 from hierdp.mechanisms import MechanismParameterError, ReleaseAborted
 from hierdp.mechanisms.census import CensusTopDown, LevelChunk, QueryStrategy, SpineHistograms, continuous_problem
-from hierdp.mechanisms.census.fastpath import round_cells_fast, wls_fast
-from hierdp.mechanisms.census.problems import rounding_problem
+from hierdp.mechanisms.census.problems import HistogramRounding, rounding_problem
+from hierdp.solvers.histogram_dense import wls_fast
+from hierdp.solvers.histogram_rounding import round_cells
+
+
+def round_cells_fast(chunk, x):
+    y, reason = round_cells(HistogramRounding(chunk, x))
+    return y, reason == 0
 from hierdp.solvers import solve
 from hierdp.spines import Spine, bypass
 
@@ -51,7 +58,7 @@ def _dense_qp(chunk):
     H, g = np.zeros((n, n)), np.zeros(n)
     for c in range(C):
         blocks = [(np.eye(K), chunk.target_weight[c], chunk.targets[c])]
-        blocks += [(m, w[c], a[c]) for m, a, w in zip(chunk.query_mats, chunk.query_answers, chunk.query_weight)]
+        blocks += [(m, w[c], a[c]) for m, a, w in zip(chunk.query_mats, chunk.query_answers, chunk.query_weight, strict=False)]
         sl = slice(c * K, (c + 1) * K)
         for A, w, t in blocks:
             H[sl, sl] += 2 * w * A.T @ A
@@ -69,7 +76,7 @@ def _dense_qp(chunk):
 def _objective(chunk, y):
     y = y.reshape(chunk.targets.shape)
     val = np.sum(chunk.target_weight[:, None] * (y - chunk.targets) ** 2)
-    for m, a, w in zip(chunk.query_mats, chunk.query_answers, chunk.query_weight):
+    for m, a, w in zip(chunk.query_mats, chunk.query_answers, chunk.query_weight, strict=False):
         val += np.sum(w[:, None] * (y @ m.T - a) ** 2)
     return val
 
@@ -110,7 +117,7 @@ def test_fast_wls_equals_the_best_active_set_by_enumeration(seed, totals):
 def test_fast_wls_equals_highs_on_many_parents_with_24_cells(totals):
     rng = np.random.default_rng(20 + totals)
     chunk = _chunk(rng, S24, rng.integers(2, 7, 6), lam=0.7, sig=3.0, totals=totals)
-    P, C, K = chunk.shape
+    _P, C, K = chunk.shape
     res = wls_fast(chunk)
     assert res.certified.all() and res.iterations.max() >= 1  # active sets had to be updated
     y = solve(continuous_problem(chunk), "highs").values[chunk.n_parent_nodes:].reshape(C, K)
@@ -125,7 +132,7 @@ def test_fast_wls_equals_highs_on_many_parents_with_24_cells(totals):
 def _solve_fraction(A, b):
     """Exact Gauss-Jordan elimination over the rationals."""
     n = len(A)
-    M = [list(row) + [bi] for row, bi in zip(A, b)]
+    M = [[*list(row), bi] for row, bi in zip(A, b, strict=False)]
     for col in range(n):
         piv = next(r for r in range(col, n) if M[r][col] != 0)
         M[col], M[piv] = M[piv], M[col]
@@ -134,7 +141,7 @@ def _solve_fraction(A, b):
         for r in range(n):
             if r != col and M[r][col] != 0:
                 f = M[r][col]
-                M[r] = [a - f * c for a, c in zip(M[r], M[col])]
+                M[r] = [a - f * c for a, c in zip(M[r], M[col], strict=False)]
     return [M[r][n] for r in range(n)]
 
 
@@ -149,7 +156,7 @@ def test_fast_wls_at_magnitude_equals_an_exact_rational_solve():
     exact = _solve_fraction([[F(v) for v in row] for row in kkt], [F(v) for v in np.r_[g, rhs]])[:n]
     res = wls_fast(chunk)
     assert res.certified.all()
-    err = max(abs(F(v) - e) for v, e in zip(res.values.ravel(), exact))
+    err = max(abs(F(v) - e) for v, e in zip(res.values.ravel(), exact, strict=False))
     # double precision on values ~1e9 resolves ~1e-7 per operation; the Schur-complement solve plus
     # one refinement step stays within a few hundred ulps of the largest value
     assert float(err) < 1e-4, float(err)
@@ -164,7 +171,7 @@ def test_fast_wls_on_a_parent_with_ten_thousand_children_passes_an_independent_k
     for this strictly convex QP."""
     rng = np.random.default_rng(6)
     chunk = _chunk(rng, S4, [10_000], lam=0.3, sig=2.0, weights="equal")
-    P, C, K = chunk.shape
+    _P, C, K = chunk.shape
     res = wls_fast(chunk)
     assert res.certified.all()
     x = res.values.ravel()
@@ -172,7 +179,7 @@ def test_fast_wls_on_a_parent_with_ten_thousand_children_passes_an_independent_k
     for c in range(C):
         Hc = 2 * chunk.target_weight[c] * np.eye(K)
         gc = 2 * chunk.target_weight[c] * chunk.targets[c]
-        for m, a, w in zip(chunk.query_mats, chunk.query_answers, chunk.query_weight):
+        for m, a, w in zip(chunk.query_mats, chunk.query_answers, chunk.query_weight, strict=False):
             Hc = Hc + 2 * w[c] * m.T @ m
             gc = gc + 2 * w[c] * m.T @ a[c]
         blocks.append(Hc)
@@ -294,7 +301,8 @@ def test_a_failure_of_the_fallback_solver_names_the_parent():
 
 def test_general_fast_path_plugins_refuse_the_per_parent_model_with_the_reason():
     """The per-parent WLS model has query-term blocks: every registered plug-in except the general
-    QP solver says so in unsupported() before solving (issue 11, item 3)."""
+    QP solver says so in unsupported() before solving (issue 11, item 3); the histogram plug-ins
+    say they take their own problem kinds only."""
     from hierdp.solvers import registry
 
     chunk = _chunk(np.random.default_rng(9), S4, [3], lam=2.0)
@@ -302,6 +310,8 @@ def test_general_fast_path_plugins_refuse_the_per_parent_model_with_the_reason()
     reasons = {name: registry.get(name).unsupported(problem) for name in registry.names()}
     assert reasons["highs"] == []
     for name, why in reasons.items():
-        if name != "highs":
+        if name.startswith("histogram_"):
+            assert any("histogram level chunks" in r for r in why), (name, why)
+        elif name != "highs":
             assert why, name
             assert any("query-term" in r for r in why), (name, why)

@@ -91,7 +91,7 @@ def _chunk(rng, C=3, K=4, big=False, totals=False):
 def _objective(chunk, mats, y):
     y = y.reshape(chunk.targets.shape)
     val = np.sum(chunk.target_weight[:, None] * (y - chunk.targets) ** 2)
-    for m, a, w in zip(mats, chunk.query_answers, chunk.query_weight):
+    for m, a, w in zip(mats, chunk.query_answers, chunk.query_weight, strict=False):
         val += np.sum(w[:, None] * (y @ m.T - a) ** 2)
     return val
 
@@ -106,10 +106,10 @@ def test_continuous_stage_equals_an_exact_kkt_solve_when_interior(seed):
     n = C * K
     H, g = np.zeros((n, n)), np.zeros(n)
     for c in range(C):
-        rows = [np.eye(K)] + list(mats)
+        rows = [np.eye(K), *list(mats)]
         ws = [chunk.target_weight[c]] + [w[c] for w in chunk.query_weight]
         ts = [chunk.targets[c]] + [a[c] for a in chunk.query_answers]
-        for A, w, t in zip(rows, ws, ts):
+        for A, w, t in zip(rows, ws, ts, strict=False):
             H[c * K:(c + 1) * K, c * K:(c + 1) * K] += 2 * w * A.T @ A
             g[c * K:(c + 1) * K] += 2 * w * A.T @ t
     E = np.kron(np.ones((1, C)), np.eye(K))
@@ -125,10 +125,10 @@ def _qp_matrices(chunk, mats):
     n = C * K
     H, g = np.zeros((n, n)), np.zeros(n)
     for c in range(C):
-        rows = [np.eye(K)] + list(mats)
+        rows = [np.eye(K), *list(mats)]
         ws = [chunk.target_weight[c]] + [w[c] for w in chunk.query_weight]
         ts = [chunk.targets[c]] + [a[c] for a in chunk.query_answers]
-        for A, w, t in zip(rows, ws, ts):
+        for A, w, t in zip(rows, ws, ts, strict=False):
             H[c * K:(c + 1) * K, c * K:(c + 1) * K] += 2 * w * A.T @ A
             g[c * K:(c + 1) * K] += 2 * w * A.T @ t
     E = [np.kron(np.ones((1, C)), np.eye(K))]
@@ -282,7 +282,7 @@ def test_lemma4_sensitivity_by_enumerating_bounded_neighbours(noise):
         assert d[0].sum() == 0  # the invariant total
         for lev in range(spine.n_levels):
             rows = d[spine.level == lev]
-            for g, Q in mats.items():
+            for _g, Q in mats.items():
                 delta = rows @ Q.T
                 norm = np.abs(delta).sum() if noise == "geometric" else (delta ** 2).sum()
                 assert norm <= sens

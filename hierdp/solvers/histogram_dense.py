@@ -1,8 +1,9 @@
-"""Exact vectorized post-processing of the Census-style TopDown, certified per parent.
+"""``histogram_wls_dense``: the dense exact per-parent WLS of a histogram level chunk (kind
+``"histogram_wls"``), certified per parent - the oracle of the structured ``histogram_wls`` on
+small histograms (it builds ``K x K`` matrices: memory ``O(children · K²)``, cost ``O(K³)`` per
+distinct weights and active set).
 
-Both stages of :mod:`.problems` have structure a general QP/MIP solver does not exploit:
-
-**Weighted least squares** (stage 1). For a parent p with children c, child c's objective is
+**Weighted least squares**. For a parent p with children c, child c's objective is
 ``sum_q w_cq ||Q_q x_c - y_cq||^2 = x_cᵀ H_c x_c - 2 b_cᵀ x_c + const`` with the K x K information
 matrix ``H_c = sum_q w_cq Q_qᵀ Q_q`` (positive definite: the strategy has full column rank) and
 ``b_c = sum_q w_cq Q_qᵀ y_cq``. The constraints are ``sum_c E x_c = P_p`` (E maps a child cell to
@@ -23,36 +24,27 @@ gradient's scale). The QP is strictly convex, so a KKT point is its unique optim
 are not certified after ``max_iter`` updates (the primal-dual rule can cycle when H is not an
 M-matrix) are returned as such; the mechanism sends them to the general solver.
 
-**Integer rounder** (stage 2, ``rounding="cells"``, no invariant totals below the parent). Over
-the box ``floor(x̂) <= y <= floor(x̂) + 1`` the L1 objective separates by parent cell: each parent
-cell needs ``r = P - sum floor(x̂)`` increments among its child cells, and an increment of a cell
-with fractional part f changes the objective by ``1 - 2f``; so giving the increments to the ``r``
-largest fractional parts is optimal (exactly; ties are equally good). Consistency holds exactly
-in integers. Parent cells with ``r`` outside ``[0, #children]`` (a continuous point that is not
-consistent) are not certified.
+Structural zeros (an upper bound 0) are cells held at 0; other bounds and user rows are refused
+(``unsupported``): the structured plug-in handles them.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from hierdp.mechanisms.census.problems import LevelChunk
+from hierdp.models.histogram import HistogramWLS, LevelChunk
+from hierdp.models.problem import Problem
+from hierdp.solvers._histogram_face import FEASIBILITY_RTOL, STATIONARITY_RTOL
+from hierdp.solvers.base import Capabilities, Solution, Solver
 
-__all__ = [
-    "FEASIBILITY_RTOL",
-    "STATIONARITY_RTOL",
-    "FastWLSResult",
-    "child_information",
-    "round_cells_fast",
-    "wls_fast",
-]
+__all__ = ["DenseHistogramWLSSolver", "FastWLSResult", "child_information", "wls_fast"]
 
-#: primal feasibility tolerance, relative to max(1, |parent values|)
-FEASIBILITY_RTOL = 1e-9
-#: stationarity / dual feasibility tolerance, relative to the gradient terms' magnitude
-STATIONARITY_RTOL = 1e-9
+#: the largest histogram the dense oracle accepts (its K x K matrices per child)
+MAX_DENSE_CELLS = 512
 
 
 @dataclass
@@ -77,11 +69,11 @@ def child_information(chunk: LevelChunk) -> tuple[np.ndarray, np.ndarray, np.nda
     ``H_unique[which[c]]`` (children with the same weights share one, so a geolevel has only as
     many distinct matrices as distinct budgets), and whether c has any measurement.
     """
-    _, C, K = chunk.shape
+    _, _C, K = chunk.shape
     tw = np.where(np.isnan(chunk.targets).any(1), 0.0, chunk.target_weight)
     b = tw[:, None] * np.nan_to_num(chunk.targets)
     weights = [tw]
-    for mat, ans, w in zip(chunk.query_mats, chunk.query_answers, chunk.query_weight):
+    for mat, ans, w in zip(chunk.query_mats, chunk.query_answers, chunk.query_weight, strict=False):
         wq = np.where(~np.isnan(ans).any(1), w, 0.0)
         b += wq[:, None] * (np.nan_to_num(ans) @ mat)
         weights.append(wq)
@@ -89,7 +81,7 @@ def child_information(chunk: LevelChunk) -> tuple[np.ndarray, np.ndarray, np.nda
     uniq, which = np.unique(W, axis=0, return_inverse=True)
     grams = np.stack([np.eye(K)] + [m.T @ m for m in chunk.query_mats])  # (1 + groups, K, K)
     H = np.einsum("ug,gkl->ukl", uniq, grams)
-    return H, which.ravel(), b, (W > 0).any(1)
+    return H, which.ravel(), b, np.asarray((W > 0).any(1))
 
 
 def _segment_sum(a: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -116,6 +108,8 @@ def wls_fast(chunk: LevelChunk, *, max_iter: int = 50) -> FastWLSResult:
     totals = None if chunk.totals is None else np.asarray(chunk.totals, float)
     # every child cell under a parent cell fixed at 0 is 0 (non-negativity); so is a child with total 0
     forced = (Pv == 0)[cp][:, chunk.cell_map]  # (C, K)
+    if chunk.upper is not None:  # structural zeros
+        forced |= chunk.upper <= 0
     if totals is not None:
         forced |= (totals == 0)[:, None]
     active = forced.copy()
@@ -127,7 +121,7 @@ def wls_fast(chunk: LevelChunk, *, max_iter: int = 50) -> FastWLSResult:
     live = np.flatnonzero(~hopeless)
     starts_all = np.concatenate([[0], np.cumsum(counts)[:-1]])
     G_all = np.empty((C, K, K))
-    s_all = np.empty((C, K)) if totals is not None else None
+    s_all = np.empty((C, K))
     dirty = np.ones(C, bool)
     for it in range(max_iter + 1):
         if live.size == 0:
@@ -197,13 +191,13 @@ def _solve_active_set(H: np.ndarray, which: np.ndarray, G: np.ndarray, s: np.nda
                       local: np.ndarray, starts: np.ndarray,
                       totals: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """KKT solve for fixed active sets; returns x, multipliers of the active cells, certified."""
-    C, K = b.shape
+    _C, _K = b.shape
     P, kp = Pv.shape
     F = ~A
     Ff = F.astype(float)
     border = totals is not None
     own = np.einsum("ckl,cl->ck", G, b)
-    if border:
+    if totals is not None and s is not None:
         own = own + totals[:, None] * s
     if identity_map:
         S = _segment_sum(G, starts)
@@ -254,9 +248,9 @@ def _solve_active_set(H: np.ndarray, which: np.ndarray, G: np.ndarray, s: np.nda
     tol_g = STATIONARITY_RTOL * np.maximum(gscale, 1e-300)  # (C,)
     # an active cell whose parent cell has no free child cell (or, with totals, whose child has no
     # free cell) has a free multiplier (lambda_i or mu_c can be taken large): no sign condition
-    held = A & ~empty[local][:, cell_map]
+    held = A & ~np.asarray(empty)[local][:, cell_map]
     if border:
-        held &= F.any(1)[:, None]
+        held &= np.asarray(F.any(1))[:, None]
     bad_child = ((F & (xs < -tol_x[local][:, None])).any(1)
                  | (F & (np.abs(nu) > tol_g[:, None])).any(1)
                  | (held & (nu < -tol_g[:, None])).any(1))
@@ -293,31 +287,66 @@ def _keep_one_free(new: np.ndarray, nu: np.ndarray, local: np.ndarray, Pv: np.nd
     return new
 
 
-def round_cells_fast(chunk: LevelChunk, xhat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The exact cell-wise L1 rounder (module docstring) for a chunk without invariant totals.
+class DenseHistogramWLSSolver(Solver):
+    """The dense oracle of histogram chunks' WLS (module docstring)."""
 
-    Returns ``(y, certified)``: ``(C, K)`` int64 values (meaningful for certified parents) and a
-    ``(P,)`` bool mask of the parents whose every parent cell could be served.
-    """
-    P, C, K = chunk.shape
-    kp = chunk.parent_values.shape[1]
-    x = np.maximum(np.asarray(xhat, float), 0.0)
-    lo = np.floor(x + 1e-7)  # the general rounder's box (problems.rounding_problem)
-    frac = (x - lo).ravel()
-    lo_i = lo.astype(np.int64)
-    group = (np.asarray(chunk.child_parent, np.int64)[:, None] * kp + chunk.cell_map[None, :]).ravel()
-    n_groups = P * kp
-    floor_sum = np.zeros(n_groups, np.int64)
-    np.add.at(floor_sum, group, lo_i.ravel())
-    need = np.rint(chunk.parent_values).astype(np.int64).ravel() - floor_sum
-    size = np.bincount(group, minlength=n_groups)
-    good = (need >= 0) & (need <= size)
-    order = np.lexsort((-frac, group))
-    g = group[order]
-    first = np.searchsorted(g, np.arange(n_groups))
-    rank = np.arange(g.size) - first[g]
-    inc = np.zeros(g.size, np.int64)
-    inc[order] = rank < need[g]
-    y = lo_i + inc.reshape(C, K)
-    certified = good.reshape(P, kp).all(1)
-    return y, certified
+    name = "histogram_wls_dense"
+    problem_kinds = frozenset({"histogram_wls"})
+
+    @dataclass(frozen=True)
+    class Options:
+        """``max_active_set_updates``: primal-dual active-set updates per parent."""
+
+        max_active_set_updates: int = 50
+
+    capabilities = Capabilities(
+        objectives=frozenset({"l2"}), integer=False, continuous=True, structures=frozenset({"histogram"}),
+        features=frozenset({"weights", "query_terms", "linear_constraints"}),
+        limits={"problem_kind": "histogram_wls", "max_cells": MAX_DENSE_CELLS,
+                "tolerance": f"KKT certified per parent: constraints {FEASIBILITY_RTOL:g} x max(1, |parent|), "
+                             f"stationarity {STATIONARITY_RTOL:g} of the gradient's terms",
+                "rows": "invariant child totals only (no user rows, no bounds but structural zeros)",
+                "time_limit": "not needed (at most max_active_set_updates vectorized passes)"},
+        description="dense per-parent WLS of histogram chunks (K x K inverses per distinct active set): the oracle "
+                    "of histogram_wls on small histograms",
+    )
+
+    def unsupported(self, problem: Any) -> list[str]:
+        """Refusals: general Problems, other kinds, more than :data:`MAX_DENSE_CELLS` cells, user
+        rows, bounds other than structural zeros."""
+        if isinstance(problem, Problem):
+            return ["solves histogram level chunks (problem kind 'histogram_wls') only, not a general Problem"]
+        if getattr(problem, "kind", None) != "histogram_wls":
+            return [f"solves problem kind 'histogram_wls', not {getattr(problem, 'kind', type(problem).__name__)!r}"]
+        c = problem.chunk
+        why = []
+        K = c.targets.shape[1]
+        if K > MAX_DENSE_CELLS:
+            why.append(f"{K:,} cells: the dense oracle builds K x K = {K * K:,}-entry matrices per child (limit "
+                       f"{MAX_DENSE_CELLS} cells); use histogram_wls")
+        if c.n_rows:
+            why.append("user rows not supported (histogram_wls handles them)")
+        if c.lower is not None and np.any(c.lower > 0):
+            why.append("lower bounds not supported (histogram_wls handles them)")
+        if c.upper is not None and np.any((c.upper > 0) & np.isfinite(c.upper)):
+            why.append("upper bounds other than structural zeros not supported (histogram_wls handles them)")
+        return why
+
+    def solve_problem(self, problem: Any, *, time_limit: float | None = None, **options: Any) -> Solution:
+        """Solve every parent; status ``optimal`` only when every parent is certified."""
+        from hierdp.solvers.histogram_wls import chunk_solution
+
+        opts = self.parse_options(options)
+        t0 = time.perf_counter()
+        assert isinstance(problem, HistogramWLS)
+        res = wls_fast(problem.chunk, max_iter=opts.max_active_set_updates)
+        reason = np.where(res.certified, 0, np.where(res.iterations > opts.max_active_set_updates, 2, 1))
+        hopeless = ~_measured_parents(problem.chunk)
+        reason = np.where(hopeless, 3, reason)
+        return chunk_solution(problem, res.values, res.certified, reason, self.name, t0,
+                              {"rounds_max": int(res.iterations[res.certified].max(initial=0))})
+
+
+def _measured_parents(chunk: LevelChunk) -> np.ndarray:
+    P = chunk.shape[0]
+    return np.bincount(chunk.child_parent, weights=~chunk.measured(), minlength=P) == 0
