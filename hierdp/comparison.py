@@ -416,6 +416,9 @@ def summary(frame: pd.DataFrame, level: int | None = None) -> pd.DataFrame:
         out[c] = g[c].mean()
         if k == 0:
             out[f"{c}_sd"] = g[c].std(ddof=1)
+    if "interval_coverage_pct" in at.columns and at["interval_coverage_pct"].notna().any():
+        out["interval_coverage_pct"] = g["interval_coverage_pct"].mean()
+        out["interval_mean_width"] = g["interval_mean_width"].mean()
     out["run_seconds"] = g["run_seconds"].mean()
     out.attrs["level"] = lev
     out.attrs["level_name"] = str(at["level_name"].iloc[0]) if len(at) else ""

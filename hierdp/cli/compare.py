@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.intervals import interval_draws, interval_level
 from hierdp.cli.common import (
     add_privacy_arguments,
     check_accounting_target,
@@ -107,6 +108,13 @@ def add_compare_parser(subparsers: Any) -> None:
     add_layout_arguments(p)
     add_group_size_arguments(p)
     add_point_arguments(p)
+    g = p.add_argument_group("error bars")
+    g.add_argument("--intervals", type=interval_level, default=None, metavar="LEVEL",
+                   help="score every release's per-node intervals at this level (e.g. 0.9) against the truth: "
+                        "coverage and mean width per level in the CSV, error bands in the figure (trees and group "
+                        "sizes)")
+    g.add_argument("--interval-draws", type=interval_draws, default=None, metavar="N",
+                   help="bootstrap re-releases per release with --intervals (default: at least 10 per tail)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_compare)
 
@@ -210,6 +218,11 @@ def run_compare(args: argparse.Namespace) -> int:
         raise CliError("give exactly one of --epsilon or --rho")
     if args.rho is not None and "sh" in (mechanisms or ["sh"]) and (layout is None or layout.kind == "tree"):
         raise CliError("sh is (epsilon, delta)-DP: with --rho name --mechanisms without it")
+    if args.interval_draws is not None and args.intervals is None:
+        raise CliError("--interval-draws applies with --intervals LEVEL")
+    if args.intervals is not None and layout is not None and layout.kind == "points":
+        raise CliError("--intervals scores per-node intervals of trees and group sizes; point releases answer range "
+                       "queries, which have none")
     inputs, spec = _check_input(args, layout)
     out = check_output_path(args.output, inputs, overwrite=args.overwrite)
     check_accounting_target(out, args.overwrite)
@@ -240,7 +253,8 @@ def run_compare(args: argparse.Namespace) -> int:
             data = _read(args, layout, spec)
             frame = compare(data, mechanisms, solvers=solvers, epsilon=args.epsilon, delta=delta, rho=args.rho,
                             seeds=seeds, time_limit=args.time_limit, progress=show_progress(args),
-                            queries=args.queries, **extra)
+                            queries=args.queries, intervals=args.intervals, interval_draws=args.interval_draws,
+                            **extra)
             return data, frame
 
         t_start = time.perf_counter()

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.intervals import check_intervals_before_noise, release_table, report_intervals
 from hierdp.cli.common import (
     check_accounting_target,
     check_randomness_flags,
@@ -195,6 +196,7 @@ def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
         check_group_memory(name, args.max_size, len(split_columns(args.levels)) + 1, known=False)
     check_randomness_flags(args)
     mech = _mechanism(args, name)
+    check_intervals_before_noise(args, mech, "groups")  # public configuration: decided before any noise
     seed, drawn = seed_for_run(args)
     console.say(randomness_text(args.secure, seed, drawn))
     console.say(domain_text(args))
@@ -208,7 +210,7 @@ def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
             return data, t_build, mech.release(data, seed=seed, progress=show_progress(args))
 
         data, _build_s, rel = run_interruptible(work)
-        frame = rel.to_frame()
+        frame, interval_error = release_table(args, rel, seed=seed, progress=show_progress(args), mechanism=mech)
         side = save_output(rel, out, frame, overwrite=args.overwrite)
         written = True
         console.say(input_text(args.input, data))
@@ -217,6 +219,9 @@ def run_group_sizes(args: argparse.Namespace, layout: Layout) -> int:
                     + ", ".join(f"{rel.level_names[lev]} {int(rel.values[rel.level == lev].sum()):,}"
                                 for lev in range(rel.n_levels)) + f" (G = {data.G:,})")
         console.say(f"wrote {len(frame):,} rows (region x size) to {out} and its accounting to {side}")
+        code = report_intervals(console, args, frame, interval_error)
+        if code is not None:
+            return code
     except KeyboardInterrupt:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")

@@ -21,13 +21,13 @@ __all__ = ["BASE_BYTES", "GROUP_BYTES_PER_CELL", "MEMORY_BOUND", "POINT_BYTES_PE
 MEMORY_BOUND = 4 * 2**30
 #: what a release takes besides its cells: the interpreter, numpy, pandas, the solvers' libraries
 BASE_BYTES = 300 * 2**20
-#: bytes per grid cell at the peak of a point release (measured slope x 1.25)
+#: bytes per grid cell at the peak of a point release (the largest measured slope x 1.25)
 POINT_BYTES_PER_CELL = {"htf": 125, "identity": 230, "privelet": 220, "uniform": 50, "ug": 50, "ag": 50,
                         "quadtree": 50, "kdtree": 50}
-#: bytes per (region, size) cell at the peak of a group-size release (measured slope x 1.25); the
-#: general-solver models (M_H, M_HC) hold a model row per cell
-GROUP_BYTES_PER_CELL = {"pgsr_mdp": 450, "pgsr_cumulative_dp": 470, "pgsr_chain_dp": 465, "pgsr_topdown": 125,
-                        "pgsr_mh": 2_500, "pgsr_mh_relaxed": 2_500, "pgsr_mhc": 14_000, "pgsr_mhc_relaxed": 14_000}
+#: bytes per (region, size) cell at the peak of a group-size release (the largest measured slope x
+#: 1.25); the general-solver models (M_H, M_HC) hold a model row per cell
+GROUP_BYTES_PER_CELL = {"pgsr_mdp": 580, "pgsr_cumulative_dp": 615, "pgsr_chain_dp": 470, "pgsr_topdown": 255,
+                        "pgsr_mh": 2_600, "pgsr_mh_relaxed": 2_600, "pgsr_mhc": 15_000, "pgsr_mhc_relaxed": 15_000}
 
 
 def estimate_bytes(table: dict[str, int], name: str, cells: int) -> int:

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hierdp.cli.intervals import check_intervals_before_noise, release_table, report_intervals
 from hierdp.cli.common import (
     check_accounting_target,
     check_randomness_flags,
@@ -308,11 +309,6 @@ def read_grid(args: argparse.Namespace, spec: dict[str, Any]) -> Any:
                                    observed_domain_public=bool(box is None))
 
 
-def _frame(rel: Any, names: tuple[str, str]) -> Any:
-    rel.axes = tuple(names)  # the coordinate columns are lon_min ... lat_max with --lon/--lat
-    return rel.to_frame()
-
-
 def run_points(args: argparse.Namespace, layout: Layout) -> int:
     """``hierdp release --x/--y ...``: checks, read, bin, release, write (exit code 0); ``layout``
     is the point layout :func:`hierdp.cli.layouts.decide_layout` found (its flags checked)."""
@@ -329,6 +325,7 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
     check_randomness_flags(args)
     spec.update(name=name, params=parse_params(args.param, name))
     mech = _mechanism(args, spec)
+    check_intervals_before_noise(args, mech, "points")  # public configuration: decided before any noise
     seed, drawn = seed_for_run(args)
     console.say(randomness_text(args.secure, seed, drawn))
     console.say(domain_text(spec))
@@ -344,7 +341,8 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
         problems = rel.check_consistency()
         if problems:  # a bug, not bad input: refuse to write a release that breaks its promise
             raise RuntimeError(f"the release of {spec['name']} is not a tiling of the grid: {problems[0]}")
-        frame = _frame(rel, spec["names"])
+        rel.axes = tuple(spec["names"])  # the coordinate columns are lon_min ... lat_max with --lon/--lat
+        frame, interval_error = release_table(args, rel, seed=seed, progress=show_progress(args))
         t0 = time.perf_counter()
         side = save_output(rel, out, frame, overwrite=args.overwrite)
         t_write = time.perf_counter() - t0
@@ -357,6 +355,9 @@ def run_points(args: argparse.Namespace, layout: Layout) -> int:
                     + ", ".join(f"{k} {v:.3f}" for k, v in rel.timings.items()))
         console.say(f"wrote {len(frame):,} rows (one per leaf) to {out} and its accounting to {side} in "
                     f"{t_write:.2f} s")
+        code = report_intervals(console, args, frame, interval_error)
+        if code is not None:
+            return code
     except KeyboardInterrupt:
         console.error(f"interrupted; {out} was written before the interruption" if written
                       else "interrupted; nothing was written")

@@ -14,6 +14,7 @@ from typing import Any
 
 from hierdp.cli.common import add_privacy_arguments, positive_float, seed_int
 from hierdp.cli.group_sizes import add_group_size_arguments
+from hierdp.cli.intervals import add_interval_arguments
 from hierdp.cli.points import add_point_arguments
 from hierdp.cli.scaleout import add_scale_arguments
 from hierdp.cli.trees import add_layout_arguments
@@ -60,6 +61,7 @@ def add_release_parser(subparsers: Any) -> None:
     add_group_size_arguments(p)  # group sizes (paper 001): --unit
     add_point_arguments(p)  # location points (paper 002): --x/--y, --lon/--lat
     add_scale_arguments(p)
+    add_interval_arguments(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_release)
 

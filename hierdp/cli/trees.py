@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from hierdp.cli.intervals import check_intervals_before_noise, release_table, report_intervals
 from hierdp.cli.common import (
     check_accounting_target,
     check_randomness_flags,
@@ -298,6 +299,7 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
         raise CliError("--constraints-failsafe needs --constraints FILE")
     check_randomness_flags(args)
     mech = build_mechanism(args, name)
+    check_intervals_before_noise(args, mech, "tree")  # public configuration: decided before any noise
     scaled = args.engine not in (None, "serial") or args.checkpoint is not None or args.resume is not None
     if scaled and not hasattr(mech, "set_engine"):
         flags = [f for f, v in (("--engine", args.engine not in (None, "serial")), ("--checkpoint", args.checkpoint),
@@ -347,7 +349,7 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
         nonzero = [int(np.count_nonzero(lv.values)) for lv in rel.levels]
         if layout.shape in (None, "levels"):
             rel = rel.with_domain(tree)  # one row per node of the domain, zeros included
-        frame = rel.to_frame()
+        frame, interval_error = release_table(args, rel, seed=seed, progress=show_progress(args), domain=tree)
         side = save_output(rel, out, frame, overwrite=args.overwrite)
         written = True
         console.say(input_text(args.input, tree))
@@ -356,6 +358,9 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
         for lev, (count, secs) in enumerate(zip(nonzero, rel.timings, strict=False)):
             console.say(f"  {lev:>2} {rel.level_names[lev]:<28} {count:>10,} {secs:>9.3f}")
         console.say(f"wrote {len(frame):,} rows to {out} and its accounting to {side}")
+        code = report_intervals(console, args, frame, interval_error)
+        if code is not None:
+            return code
     except KeyboardInterrupt:
         end_worker_pools()
         console.error(f"interrupted; {out} was written before the interruption" if written

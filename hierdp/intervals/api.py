@@ -195,6 +195,11 @@ def intervals(release: Any, level: float = 0.9, *, method: str = "auto", draws: 
     from hierdp.release import NodeHistogramRelease, SpatialRelease, TableRelease, TreeRelease
 
     lev, meth = _check(level, method, draws, construction)
+    if (getattr(release.accounting, "details", None) or {}).get("constraints") is not None:
+        # every method re-simulates or inverts the unconstrained post-processing; under public rows the
+        # released values follow another law (rows move error between nodes)
+        raise IntervalsUnsupported(f"{release.mechanism}: the release was post-processed under public constraints; "
+                                   "its intervals would ignore the rows (not supported)")
     if isinstance(release, TreeRelease):
         per_level, info = tree_intervals(release, lev, method=meth, domain=domain, draws=draws, seed=seed,
                                          progress=progress, construction=construction, near_zero=near_zero)

@@ -31,34 +31,46 @@ import numpy as np
 
 from hierdp.intervals.errors import IntervalsUnsupported
 
-__all__ = ["census_information", "census_topdown_covariances"]
+__all__ = ["MAX_WLS_CELLS", "census_information", "census_topdown_covariances"]
+
+
+#: above this many cells the dense K x K covariances of every geounit do not fit (PL94: 2,016)
+MAX_WLS_CELLS = 512
 
 
 def census_information(mechanism: Any, spine: Any, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(H_inv, which)``: the inverse information ``H⁻¹`` (K x K) of each distinct measured
-    proportion, and the index of each geounit's (-1: unmeasured), with the mechanism's own weights."""
+    """``(H_inv, which)``: the inverse information ``H⁻¹`` (K x K) of each distinct (geolevel
+    shares, measured proportion), and the index of each geounit's (-1: unmeasured), with the
+    mechanism's own weights (per-geolevel shares where the strategy has them)."""
     from hierdp.mechanisms.census import QueryStrategy
     from hierdp.mechanisms.census.mechanism import _variance
     from hierdp.privacy.calibration import exact
 
     K = int(n_cells)
+    if K > MAX_WLS_CELLS:
+        raise IntervalsUnsupported(f"the wls variances are dense K x K per geounit: {K} cells is beyond "
+                                   f"{MAX_WLS_CELLS} (use the bootstrap)")
     strategy = mechanism.strategy or QueryStrategy((K,), {"total": (), "detailed": (0,)},
                                                    {"total": Fraction(1, 2), "detailed": Fraction(1, 2)})
     total = exact(mechanism.spec.budget, "budget")
     sens = mechanism.noise.sensitivity(mechanism.unit, finest=False)
-    gnums = np.unique(spine.gamma_num[spine.measured])
-    h_inv = np.empty((gnums.size, K, K))
-    for i, gnum in enumerate(gnums):
+    m = np.asarray(spine.measured, bool)
+    level = np.asarray(spine.level, np.int64)
+    # the shares a geounit's groups get depend on its geolevel; the scale also on its proportion
+    keys = np.stack([level[m], np.asarray(spine.gamma_num)[m]], axis=1)
+    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    h_inv = np.empty((distinct.shape[0], K, K))
+    for i, (lev, gnum) in enumerate(distinct):
+        shares = strategy.shares_at(str(spine.level_names[int(lev)]))
         H = np.zeros((K, K))
         for g in strategy.groups:
-            amount = total * Fraction(int(gnum), spine.gamma_den) * strategy.shares[g]
+            amount = total * Fraction(int(gnum), spine.gamma_den) * shares[g]
             param = mechanism.noise.calibrate(amount, sens, culprit="intervals")
             Q = strategy.group_matrix(g).astype(float)
             H += Q.T @ Q / _variance(mechanism.noise, param)
         h_inv[i] = np.linalg.inv(H)
     which = np.full(spine.n, -1, np.int64)
-    m = np.asarray(spine.measured, bool)
-    which[m] = np.searchsorted(gnums, spine.gamma_num[m])
+    which[m] = np.asarray(inverse).ravel()
     return h_inv, which
 
 

@@ -34,7 +34,8 @@ def _dense_covariances(mech, spine: Spine, strategy: QueryStrategy) -> np.ndarra
         if not spine.measured[u]:
             continue
         for g in groups:
-            param = mech.noise.calibrate(total * Fraction(int(spine.gamma_num[u]), spine.gamma_den) * strategy.shares[g],
+            share = strategy.shares_at(str(spine.level_names[int(spine.level[u])]))[g]
+            param = mech.noise.calibrate(total * Fraction(int(spine.gamma_num[u]), spine.gamma_den) * share,
                                          sens, culprit="test")
             for row in range(strategy.group_matrix(g).shape[0]):
                 entries.append((u, g, row, _variance(mech.noise, param)))
@@ -78,10 +79,17 @@ def _dense_covariances(mech, spine: Spine, strategy: QueryStrategy) -> np.ndarra
     return np.stack([cov[u * K:(u + 1) * K, u * K:(u + 1) * K] for u in range(spine.n)])
 
 
+@pytest.mark.parametrize("per_level", [False, True], ids=["shares", "level shares"])
 @pytest.mark.parametrize("noise", ["discrete_gaussian", "geometric"])
-def test_top_down_pass_equals_dense_covariance(noise):
+def test_top_down_pass_equals_dense_covariance(noise, per_level):
     spine = _spine()
     strategy = QueryStrategy.marginals((2, 2))
+    if per_level:  # the DAS's production strategies give each geolevel its own shares
+        groups = list(strategy.groups)
+        strategy = QueryStrategy(strategy.shape, dict(strategy.groups), dict(strategy.shares), level_shares={
+            "county": {g: Fraction(1, 6) if g != "detailed" else Fraction(1, 2) for g in groups},
+            "block": {g: Fraction(1, 12) if g != "detailed" else Fraction(3, 4) for g in groups}})
+        assert len(groups) == 4
     kw = {"rho": 0.7} if noise == "discrete_gaussian" else {"epsilon": 1.3}
     mech = create("census_topdown", strategy=strategy, noise=noise, **kw)
     got = census_topdown_covariances(mech, spine, strategy.n_cells)
@@ -99,3 +107,13 @@ def test_wls_intervals_in_the_frame_and_refusals():
     assert (f["lower"] <= f["value"]).all() and (f["value"] <= f["upper"]).all()
     with pytest.raises(IntervalsUnsupported, match="mechanism="):
         rel.intervals(0.9, method="wls")
+
+
+def test_wls_refuses_histograms_too_large_for_dense_covariances():
+    from hierdp.intervals.census import MAX_WLS_CELLS
+
+    strategy = QueryStrategy((2, MAX_WLS_CELLS // 2 + 1), {"total": (), "detailed": (0, 1)},
+                             {"total": Fraction(1, 2), "detailed": Fraction(1, 2)})
+    mech = create("census_topdown", rho=0.7, strategy=strategy)
+    with pytest.raises(IntervalsUnsupported, match="use the bootstrap"):
+        census_topdown_covariances(mech, _spine(), strategy.n_cells)

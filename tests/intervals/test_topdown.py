@@ -237,3 +237,15 @@ def test_tda_l2_releases_record_their_options_so_the_bootstrap_can_re_run_them()
     assert rel.params["solver_options"] == {"continuous_options": {}}
     frame = rel.intervals(0.9, domain=tree, draws=20, seed=1)
     assert (frame["lower"] <= frame["value"]).all() and (frame["value"] <= frame["upper"]).all()
+
+
+def test_a_release_under_public_constraints_has_no_intervals() -> None:
+    """The bootstrap re-runs the unconstrained level solver: under rows it would estimate another
+    law, so it refuses (for every family: the check is on the accounting's constraint statement)."""
+    from hierdp.constraints import Constraints
+
+    edges = [("R", "A"), ("R", "B")] + [(p, f"{p}{i}") for p in "AB" for i in range(3)]
+    tree = Hierarchy.from_edges(edges, counts={f"{p}{i}": 40 + 7 * i for p in "AB" for i in range(3)})
+    rel = InfTDA(epsilon=1.0, delta=1e-8, constraints=Constraints().add_bounds("A0", upper=60)).release(tree, seed=0)
+    with pytest.raises(IntervalsUnsupported, match="public constraints"):
+        rel.intervals(0.9, domain=tree, draws=10, seed=0)
