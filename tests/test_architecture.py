@@ -24,8 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 KNOWN_CYCLES = {
     frozenset({"hierdp.solvers._deadline", "hierdp.solvers.highs"}): "solva: _deadline takes its preload list",
     frozenset({"hierdp.solvers.base", "hierdp.solvers.registry"}): "solvb: the default solve_groups in the registry",
-    frozenset({"hierdp.mechanisms.topdown.mechanism", "hierdp.scale.executors"}):
-        "wave 2: the engine over histogram nodes runs a picklable level task scale/ imports",
 }
 
 def _graph() -> nx.DiGraph:

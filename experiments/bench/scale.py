@@ -20,7 +20,12 @@
    the level takes about the larger share); the peak memory of the serial process, of each worker
    and of this driver; and whether the two seeded releases are equal, node for node.
 
-Usage: ``python -m experiments.bench.scale [--scale 1.0] [--workers 2] [--out results/scale]``.
+5. With ``--census-blocks N``: ``census_topdown`` (24-cell histograms, marginal strategy) over a
+   synthetic spine of N blocks, serially and on the same cluster; per geolevel seconds, peak
+   memory, and whether the seeded releases are equal (``--census-only`` skips 1-4).
+
+Usage: ``python -m experiments.bench.scale [--scale 1.0] [--workers 2] [--out results/scale]
+[--census-blocks 100000]``.
 It needs about 12 GB of disk at full scale (the persons dataset compresses to a few GB; ``--keep``
 keeps it) and runs on 2 cores / 24 GiB.
 """
@@ -29,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import logging
 import multiprocessing as mp
 import pickle
 import resource
@@ -215,10 +219,11 @@ def run(scale: float = 1.0, workers: int = 2, out: Path | None = None, chunk_row
     own = client is None
     cluster = None
     if own:
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               silence_logs=logging.ERROR)
+        from hierdp.scale.executors import local_cluster
+
+        cluster = local_cluster(workers)  # the cluster engine="dask" makes for a release
         client = Client(cluster)
     try:
         t0 = time.perf_counter()
@@ -266,6 +271,73 @@ def run(scale: float = 1.0, workers: int = 2, out: Path | None = None, chunk_row
     return figures
 
 
+# ---------------------------------------------------------------------------- census_topdown
+def census_data(blocks: int, seed: int = SEED) -> Any:
+    """A spine of nation -> states -> counties -> tracts -> ``blocks`` blocks (the same Dirichlet
+    spread as the persons above, at the census's proportions) with 24-cell histograms (2 x 3 x 4):
+    log-normal block populations, a third of the blocks empty, Poisson cells."""
+    from fractions import Fraction
+
+    from hierdp.mechanisms.census import SpineHistograms
+    from hierdp.spines import Spine, bypass
+
+    rng = np.random.default_rng(seed)
+    tracts = max(1, blocks * FULL["tract"] // FULL["block"])
+    counties = max(1, tracts * FULL["county"] // FULL["tract"])
+    states = min(counties, max(2, counties * FULL["state"] // FULL["county"]))
+    county_state = _spread(counties, states, rng)
+    tract_county = _spread(tracts, counties, rng)
+    block_tract = _spread(blocks, tracts, rng)
+    county = tract_county[block_tract]
+    frame = pd.DataFrame({"state": county_state[county].astype(str), "county": county.astype(str),
+                          "tract": block_tract.astype(str), "block": np.arange(blocks).astype(str)})
+    levels = list(frame.columns)
+    spine = bypass(Spine.from_frame(frame, levels, [Fraction(1, 5)] * 5, root="US"), privacy="zcdp")
+    mean = rng.lognormal(0.0, 1.0, spine.n_blocks) * (rng.random(spine.n_blocks) > 1 / 3) * 40.0
+    counts = rng.poisson(mean[:, None] / 24.0 * rng.dirichlet(np.ones(24), spine.n_blocks) * 24.0)
+    return SpineHistograms(spine, counts)
+
+
+def census_run(blocks: int, client: Any, restart: bool = True) -> dict[str, Any]:
+    """census_topdown (rho 1, the total, one-way, two-way marginals and the detailed cells of 2 x 3 x
+    4) serially in this process and on the Dask cluster: seconds and CPU per geolevel, peak memory,
+    and whether the two seeded releases are equal."""
+    from hierdp.mechanisms.census import CensusTopDown, QueryStrategy
+    from hierdp.scale import DaskEngine
+
+    data = census_data(blocks)
+    strategy = QueryStrategy.marginals((2, 3, 4))
+    print(f"\ncensus_topdown: {data.spine.n_blocks:,} blocks ({data.spine.n:,} geounits) x 24 cells, "
+          f"{int(data.counts.sum()):,} persons")
+    t0, c0 = time.perf_counter(), time.process_time()
+    serial = CensusTopDown(rho=1.0, strategy=strategy).release(data, seed=SEED)
+    serial_s, serial_cpu = time.perf_counter() - t0, time.process_time() - c0
+    if restart:
+        client.restart()
+        client.run(_warm_up)
+    t0 = time.perf_counter()
+    dask = CensusTopDown(rho=1.0, strategy=strategy, engine=DaskEngine(client)).release(data, seed=SEED)
+    dask_s = time.perf_counter() - t0
+    peaks = client.run(_worker_peak)
+    equal = bool(np.array_equal(serial.values, dask.values))
+    rows = []
+    for st_s, st_d in zip(serial.params["post_processing"], dask.params["post_processing"], strict=True):
+        name = st_s["geolevel"]
+        rows.append({"geolevel": name, "parents solved": st_s["parents"],
+                     "serial s": serial.timings[f"{name}_noise"] + serial.timings[f"{name}_solve"],
+                     "serial CPU s": serial.timings[f"{name}_cpu"],
+                     "Dask tasks s": dask.timings[f"{name}_noise"] + dask.timings[f"{name}_solve"],
+                     "Dask CPU s": dask.timings[f"{name}_cpu"],
+                     "busiest worker CPU s": dask.timings.get(f"{name}_cpu_busiest_worker", 0.0),
+                     "partitions": st_d.get("partitions", 1)})
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
+    print(f"total: serial {serial_s:.1f} s ({serial_cpu:.1f} s CPU), Dask {dask_s:.1f} s; peak memory: this process "
+          f"{peak_mib():,.0f} MiB, Dask workers {', '.join(f'{v:,.0f}' for v in peaks.values())} MiB")
+    print(f"seeded serial and Dask census_topdown releases equal: {equal}")
+    return {"blocks": blocks, "serial_s": serial_s, "serial_cpu_s": serial_cpu, "dask_s": dask_s, "equal": equal,
+            "worker_peak_mib": peaks, "levels": rows}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of the census sizes (default 1: 330 M persons)")
@@ -273,10 +345,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--chunk-rows", type=int, default=10_000_000, help="persons per Parquet file")
     ap.add_argument("--out", type=Path, default=None, help="working folder (default results/scale)")
     ap.add_argument("--keep", action="store_true", help="keep the persons dataset")
+    ap.add_argument("--census-blocks", type=int, default=0,
+                    help="also release census_topdown over a synthetic spine of this many blocks, serial vs Dask")
+    ap.add_argument("--census-only", action="store_true", help="only the census_topdown part")
     args = ap.parse_args(argv)
     if not 0 < args.scale <= 1:
         ap.error("--scale must be in (0, 1]")
-    run(args.scale, args.workers, args.out, args.chunk_rows, keep=args.keep)
+    if not args.census_only:
+        run(args.scale, args.workers, args.out, args.chunk_rows, keep=args.keep)
+    if args.census_blocks > 0:
+        from distributed import Client
+
+        from hierdp.scale.executors import local_cluster
+
+        cluster = local_cluster(args.workers)
+        client = Client(cluster)
+        try:
+            census_run(args.census_blocks, client)
+        finally:
+            client.close()
+            cluster.close()
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``hierdp`` command."""
     from hierdp.cli.compare import add_compare_parser
     from hierdp.cli.info import cmd_demo, cmd_mechanisms, cmd_solvers
+    from hierdp.cli.postprocess import add_postprocess_parser
     from hierdp.cli.release import add_release_parser
 
     from hierdp._version import __version__
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
     add_release_parser(sub)
     add_compare_parser(sub)
+    add_postprocess_parser(sub)
     return parser
 
 

@@ -297,8 +297,6 @@ def run_trees(args: argparse.Namespace, layout: Layout) -> int:
     check_scale_arguments(args)
     if args.constraints_failsafe and args.constraints is None:
         raise CliError("--constraints-failsafe needs --constraints FILE")
-    if args.constraints is not None and args.engine not in (None, "serial"):
-        raise CliError(f"--constraints runs on the serial engine in this version, not with --engine {args.engine}")
     check_randomness_flags(args)
     mech = build_mechanism(args, name)
     check_intervals_before_noise(args, mech, "tree")  # public configuration: decided before any noise

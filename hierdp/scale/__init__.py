@@ -1,5 +1,7 @@
 """Scale-out and operations for TopDown releases.
 
+* :mod:`~hierdp.scale.levels` - what an engine runs: a level-wise mechanism's task, chunk by chunk
+  (no mechanism is imported here);
 * :mod:`~hierdp.scale.executors` - where a level runs: this process (default), a process pool, or
   a Dask cluster (``engine=`` / ``executor=`` on the TopDown mechanisms, ``--engine`` /
   ``--scheduler`` on the command line); a seeded release is identical on every engine because its

@@ -251,14 +251,21 @@ def _sha256(path: Path) -> str:
 
 def write_level_part(path: Any, keys: np.ndarray, parent: np.ndarray, values: np.ndarray,
                      paths: np.ndarray | None) -> dict[str, Any]:
-    """Write one part of a level (Parquet, fsynced) and return ``{"file", "rows", "sha256"}``."""
+    """Write one part of a level (Parquet, fsynced) and return ``{"file", "rows", "sha256"}``.
+
+    ``values``: ``(n,)`` counts (column ``value``) or ``(n, K)`` histograms (column ``cells``, a
+    fixed-size list of K int64 per node)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    cols = {"key": pa.array(np.asarray(keys, np.int64)), "parent": pa.array(np.asarray(parent, np.int64)),
-            "value": pa.array(np.asarray(values, np.int64))}
+    cols = {"key": pa.array(np.asarray(keys, np.int64)), "parent": pa.array(np.asarray(parent, np.int64))}
+    vals = np.asarray(values, np.int64)
+    if vals.ndim == 2:
+        cols["cells"] = pa.FixedSizeListArray.from_arrays(pa.array(vals.ravel()), vals.shape[1])
+    else:
+        cols["value"] = pa.array(vals)
     if paths is not None:
         cols["path_sum"] = pa.array(np.asarray(paths, np.float64))
     tmp = path.with_name(path.name + ".partial")
@@ -289,11 +296,18 @@ def read_level(directory: Any, entry: dict[str, Any]) -> tuple[np.ndarray, np.nd
                                   f"rows, the manifest says {part['rows']}")
         keys.append(t.column("key").to_numpy())
         parent.append(t.column("parent").to_numpy())
-        values.append(t.column("value").to_numpy())
+        if "cells" in t.column_names:
+            col = t.column("cells").combine_chunks()
+            values.append(col.flatten().to_numpy().reshape(t.num_rows, col.type.list_size))
+        else:
+            values.append(t.column("value").to_numpy())
         if "path_sum" in t.column_names:
             paths.append(t.column("path_sum").to_numpy())
     cat = (lambda a: np.concatenate(a).astype(np.int64) if a else np.zeros(0, np.int64))
-    return cat(keys), cat(parent), cat(values), (np.concatenate(paths) if paths else None)
+    cells = entry.get("cells")
+    vals = (cat(values) if values or cells is None
+            else np.zeros((0, int(cells)), np.int64))
+    return cat(keys), cat(parent), vals, (np.concatenate(paths) if paths else None)
 
 
 # ---------------------------------------------------------------------------- the run
@@ -527,8 +541,11 @@ class CheckpointRun:
         stage = self.directory / STAGING / f"level={int(level)}"
         os.replace(stage, final)
         _fsync_dir(self.directory)
-        self.manifest["levels"].append({"level": int(level), "files": files, "rows": len(lv),
-                                        "timing": float(state.timings[level]), "stats": _encode(state.stats[level])})
+        entry = {"level": int(level), "files": files, "rows": len(lv), "timing": float(state.timings[level]),
+                 "stats": _encode(state.stats[level])}
+        if np.ndim(lv.values) == 2:  # a histogram level: its number of cells (an empty level has no row)
+            entry["cells"] = int(np.shape(lv.values)[1])
+        self.manifest["levels"].append(entry)
         self.manifest["spends"] = _spend_records(s for s in ctx.spends if not s.details.get("discarded"))
         self.manifest["spent"] = _encode(ctx.spent)
         self.manifest["pending"] = None

@@ -11,6 +11,7 @@ missing count column): such a dataset would otherwise be summed wrongly or fail 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Sequence
@@ -88,16 +89,19 @@ def check_schema(files: Sequence[str], columns: Sequence[str]) -> dict[str, Any]
 _INT64_MAX = int(np.iinfo(np.int64).max)
 
 
-def _partial_sums(path: str, levels: list[str], count: str | None) -> pd.DataFrame:
-    """One file's distinct leaf paths and their summed counts (read in record batches)."""
+def _partial_sums(path: str, levels: list[str], count: str | None, name: str | None = None) -> pd.DataFrame:
+    """One file's distinct leaf paths and their summed counts (read in record batches); ``path`` is
+    opened (absolute: a worker's working directory is not the caller's), ``name`` is how messages
+    name the file (as the caller gave it)."""
     import pyarrow.parquet as pq
 
     columns = levels + ([count] if count is not None else [])
     parts = []
     offset = 0
+    opened, path = path, name if name is not None else path
     running = 0
     what = f"{path}: column {count!r}" if count is not None else f"{path}: rows"
-    with pq.ParquetFile(path) as pf:
+    with pq.ParquetFile(opened) as pf:
         for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=columns):
             df = batch.to_pandas()
             df.index = pd.RangeIndex(offset, offset + len(df))  # row numbers within the file
@@ -159,7 +163,7 @@ def aggregate_parquet(path: Any, levels: Sequence[str], count: str | None = None
         raise HierarchyError(f"column {count!r} cannot be both a level and the count")
     files = parquet_files(path)
     check_schema(files, levels + ([count] if count is not None else []))
-    tasks = [dask.delayed(_partial_sums)(f, levels, count) for f in files]
+    tasks = [dask.delayed(_partial_sums)(os.path.abspath(f), levels, count, f) for f in files]
     if client is not None:
         futures = client.compute(tasks)
         partials = _gather(client, futures, progress)

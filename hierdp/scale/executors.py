@@ -1,8 +1,9 @@
-"""Where a TopDown level runs: in this process, on a process pool, or on a Dask cluster.
+"""Where a level of a level-wise mechanism runs: in this process, on a process pool, or on Dask.
 
-``TopDownMechanism(..., engine=, executor=)`` (InfTDA, TDA, ...) takes:
+Every TopDown (``InfTDA``, ``TDA``, ``TopDownMechanism``, ``CensusTopDown``, ``GroupSizeTopDown``,
+``CensusPostProcess``) takes ``engine=`` / ``executor=``:
 
-* ``engine="serial"`` (default): this process, the level in chunks of parents (today's path);
+* ``engine="serial"`` (default): this process, the level in chunks of parents;
 * ``engine="processes"``: a process pool; ``executor=`` an ``int`` (workers, default 2; the pool
   starts them from a fork server that has imported hierdp once) or a
   ``concurrent.futures.Executor`` you made (it is not shut down);
@@ -12,16 +13,18 @@
 * or an engine object (:class:`SerialEngine`, :class:`ProcessEngine`, :class:`DaskEngine`) for
   the options below.
 
-A partitioned engine cuts a level's surviving parents into contiguous partitions of about
-``partition_children`` children (at least one per worker when there are enough parents); each
-task expands its parents, draws their children's noise (counter-based: a node's noise depends only
-on the seed, the level and the node's key), solves its groups and returns the surviving children
-- writing them as a Parquet part when the run keeps a checkpoint. Results come back in partition
-order, so the level is the serial one: a seeded release is the same bit for bit on every engine.
-The tree is sent once per run (Dask: ``scatter(..., broadcast=True)``; processes: one pickle file
-each worker loads once), the mechanism once per task (small). Everything that can fail is
-checked before any noise: an unknown engine, a scheduler that cannot be reached
-(:class:`~hierdp.scale.errors.SchedulerUnreachable`), a mechanism or tree that cannot be pickled.
+An engine runs a mechanism's *task* (:class:`~hierdp.scale.levels.LevelTask`; this module imports
+no mechanism): :meth:`Engine.open` sends it and the run's input once (Dask: ``scatter(...,
+broadcast=True)``; processes: one pickle each worker loads once) and returns a :class:`Session`,
+whose :meth:`Session.run_level` cuts a level's parents into chunks - contiguous partitions of
+about ``partition_children`` children (at least one per worker when there are enough parents),
+ending only where the mechanism allows (``cuts``: parents a constraint row couples, the census's
+solve batches) - runs ``task.run_chunk`` on each with the level's *job*, and concatenates the
+results in order, so the level is the serial one: a seeded release is the same bit for bit on
+every engine (counter-based noise: a value's noise depends only on the seed, the level and its
+key). With a checkpoint the workers write each partition as a Parquet part. Everything that can
+fail is checked before any noise: an unknown engine, a scheduler that cannot be reached
+(:class:`~hierdp.scale.errors.SchedulerUnreachable`), a task or input that cannot be pickled.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from hierdp.scale.errors import EngineError, SchedulerUnreachable
+from hierdp.scale.levels import assemble_level
 from hierdp.scale.partition import child_counts, partition_rows
 
 __all__ = ["ENGINES", "MAIN_GUARD_HINT", "DaskEngine", "Engine", "ProcessEngine", "SerialEngine", "make_pool",
@@ -57,7 +61,8 @@ DEFAULT_PARTITION_CHILDREN = 1 << 20
 #: platform has it, else "spawn"
 START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 #: what a forkserver imports before it forks workers
-PRELOAD = ["hierdp.scale._forkserver", "hierdp.mechanisms.topdown.mechanism", "hierdp.scale.executors", "hierdp.scale.checkpoint"]
+PRELOAD = ["hierdp.scale._forkserver", "hierdp.mechanisms.topdown.mechanism", "hierdp.mechanisms.census.mechanism",
+           "hierdp.scale.executors", "hierdp.scale.checkpoint"]
 
 
 def pool_context(method: str | None = None) -> Any:
@@ -224,22 +229,26 @@ def _dumps(obj: Any) -> bytes:
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def worker_copy(mech: Any) -> Any:
-    """The mechanism as workers get it: without its engine (a cluster client does not travel)."""
-    clone = copy.copy(mech)
-    clone._engine = SerialEngine()
+def worker_copy(task: Any) -> Any:
+    """The task as workers get it: ``task.for_workers()`` when it has one, else a shallow copy
+    without its engine (a cluster client does not travel)."""
+    method = getattr(task, "for_workers", None)
+    if callable(method):
+        return method()
+    clone = copy.copy(task)
+    if hasattr(clone, "_engine"):
+        clone._engine = SerialEngine()
     return clone
 
 
 class Engine:
-    """Base of the engines: :meth:`open` returns a session for one release (``None``: the
-    mechanism's own serial loop)."""
+    """Base of the engines: :meth:`open` returns a session for one release."""
 
     name = "serial"
 
-    def open(self, mech: Any, tree: Any) -> Session | None:
-        """Prepare a release (connect, send the tree) before any noise; ``None`` for serial."""
-        return None
+    def open(self, task: Any, tree: Any) -> Session:
+        """Prepare a release (connect, send the task and the tree) before any noise."""
+        return _SerialSession(task)
 
     def describe(self) -> str:
         return self.name
@@ -249,7 +258,7 @@ class Engine:
 
 
 class SerialEngine(Engine):
-    """This process, a level in chunks of parents (``TopDownMechanism.chunk_children``)."""
+    """This process, a level in chunks of parents (``chunk_children`` of the mechanism)."""
 
     name = "serial"
 
@@ -284,8 +293,8 @@ class ProcessEngine(_PartitionedEngine):
         self.executor = executor
         self.workers = int(workers)
 
-    def open(self, mech: Any, tree: Any) -> Session:
-        return _ProcessSession(self, mech, tree)
+    def open(self, task: Any, tree: Any) -> Session:
+        return _ProcessSession(self, task, tree)
 
     def describe(self) -> str:
         return f"processes ({type(self.executor).__name__ if self.executor else f'{self.workers} workers'})"
@@ -329,8 +338,8 @@ class DaskEngine(_PartitionedEngine):
         self.workers = int(workers)
         self.connect_timeout = float(connect_timeout)
 
-    def open(self, mech: Any, tree: Any) -> Session:
-        return _DaskSession(self, mech, tree)
+    def open(self, task: Any, tree: Any) -> Session:
+        return _DaskSession(self, task, tree)
 
     def describe(self) -> str:
         if isinstance(self.executor, str):
@@ -375,69 +384,99 @@ def resolve_engine(engine: Any = None, executor: Any = None) -> Engine:
 
 # ---------------------------------------------------------------------------- sessions
 class Session:
-    """One release on a partitioned engine: runs levels, then :meth:`close`."""
+    """One release on an engine: runs its levels (:meth:`run_level`), then :meth:`close`."""
 
     workers = 1
     partition_children = DEFAULT_PARTITION_CHILDREN
     engine_name = ""
+    #: whether the chunks write their parts of a checkpoint themselves (``stage_dir``)
+    stages = True
     #: children per parent seen at each level so far (sizes the next level's partitions)
     _fan_out: dict[int, float]
 
-    def run_level(self, mech: Any, tree: Any, L: int, prev: Any, param: Any, sens: int, source: Any,
-                  prev_paths: np.ndarray | None, stage_dir: Any = None) -> tuple[Any, dict[str, Any], Any, list | None]:
-        """Level ``L + 1`` from the released level ``L`` (``prev``): ``(level, stats, paths, files)``."""
-        from hierdp.mechanisms.topdown.mechanism import merge_level_stats
-        from hierdp.release import ReleaseLevel
+    def run_level(self, tree: Any, job: Any, L: int, prev: Any, rows: np.ndarray, cuts: np.ndarray | None,
+                  prev_paths: np.ndarray | None, stage_dir: Any = None, cells: int | None = None
+                  ) -> tuple[Any, dict[str, Any], Any, list | None]:
+        """Level ``L + 1`` from the released level ``L`` (``prev``): ``(level, stats, paths, files)``.
 
-        alive = np.flatnonzero(prev.values > 0)
-        sizes = child_counts(tree, L, prev.keys[alive])
+        Args:
+            tree, job: the run's input and the level's job (:mod:`hierdp.scale.levels`).
+            rows: the parents to expand (positions in ``prev``), in the order the level is built.
+            cuts: where a chunk may end (positions in ``rows``, increasing, the last ``rows.size``),
+                or ``None``: anywhere. Parents that a constraint row couples stay in one chunk.
+            prev_paths: the parents' path sums (per-node plans) or ``None``.
+            stage_dir: a directory where each chunk writes its part of the level (checkpoints).
+            cells: the number of cells of a histogram level, ``None`` for counts.
+        """
+        sizes = child_counts(tree, L, prev.keys[rows])
         fan = self._fan_out.get(L, 1.0)
-        parts = partition_rows(alive, sizes, target_children=self.partition_children, min_parts=self.workers,
-                               fan_out=fan)
-        payloads = [(i, L, rows, prev.keys[rows], prev.values[rows],
-                     None if prev_paths is None else prev_paths[rows], param, sens, source,
-                     None if stage_dir is None else str(stage_dir)) for i, rows in enumerate(parts)]
-        results = self._map(payloads)
-        st: dict[str, Any] = {"parents": 0, "children": 0, "released": 0, "max_group": 0, "chunks": 0,
-                              "expand_s": 0.0, "noise_s": 0.0, "solve_s": 0.0}
-        keys, parents, values, paths, files = [], [], [], [], []
+        parts = partition_rows(rows, sizes, target_children=self.partition_children, min_parts=self.workers,
+                               fan_out=fan, cuts=cuts)
+        payloads = [(i, L, part, prev.keys[part], prev.values[part],
+                     None if prev_paths is None else prev_paths[part], None if stage_dir is None else str(stage_dir))
+                    for i, part in enumerate(parts)]
+        results = self._map(job, payloads)
+        level, st, new_paths = assemble_level([r for r, _, _ in results], per_node=prev_paths is not None,
+                                              cells=cells)
         cpu_by_worker: dict[str, float] = {}
-        for res, info, worker in results:
+        for res, _, worker in results:
             cpu_by_worker[worker] = cpu_by_worker.get(worker, 0.0) + float(res.stats.get("cpu_s", 0.0))
-            keys.append(res.keys)
-            parents.append(res.parent_rows)
-            values.append(res.values)
-            if res.paths is not None:
-                paths.append(res.paths)
-            merge_level_stats(st, res.stats)
-            if info is not None:
-                files.append(info)
-        empty = np.zeros(0, np.int64)
-        level = ReleaseLevel(np.concatenate(keys) if keys else empty,
-                             np.concatenate(parents) if parents else empty.copy(),
-                             np.concatenate(values) if values else empty.copy())
+        files = [info for _, info, _ in results if info is not None]
         st["partitions"] = len(parts)
         st["engine"] = self.engine_name
         st["cpu_by_worker"] = cpu_by_worker  # CPU seconds of this level's tasks, per worker process
         if st["parents"]:
             self._fan_out[L + 1] = max(1.0, st["children"] / st["parents"])
-        new_paths = (np.concatenate(paths) if paths else np.zeros(0)) if prev_paths is not None else None
         return level, st, new_paths, (files if stage_dir is not None else None)
 
-    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
+    def _map(self, job: Any, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
         raise NotImplementedError
 
     def close(self) -> None:
         """Release what the session holds (a cluster made for the run, a pool, temporary files)."""
 
 
-def run_partition(mech: Any, tree: Any, payload: tuple) -> tuple[Any, Any, str]:
-    """One task: expand, noise, solve one partition; write its Parquet part when staging. Returns
+class _SerialSession(Session):
+    """This process: a level in chunks of about ``task.chunk_children`` children, each chunk sized
+    from the fan-out seen so far in the level (memory stays bounded on wide levels)."""
+
+    engine_name = "serial"
+    stages = False
+
+    def __init__(self, task: Any) -> None:
+        self._task = task
+
+    def run_level(self, tree: Any, job: Any, L: int, prev: Any, rows: np.ndarray, cuts: np.ndarray | None,
+                  prev_paths: np.ndarray | None, stage_dir: Any = None, cells: int | None = None
+                  ) -> tuple[Any, dict[str, Any], Any, list | None]:
+        target = int(getattr(self._task, "chunk_children", DEFAULT_PARTITION_CHILDREN))
+        results = []
+        start, step, seen_parents, seen_children = 0, max(1, min(4096, target)), 0, 0
+        while start < rows.size:
+            end = start + step
+            if cuts is not None and end < rows.size:  # extend to the end of a coupled component
+                end = int(cuts[np.searchsorted(cuts, end)])
+            chunk = rows[start:end]
+            start += chunk.size
+            res = self._task.run_chunk(tree, job, chunk, prev.keys[chunk], prev.values[chunk],
+                                       None if prev_paths is None else prev_paths[chunk])
+            results.append(res)
+            # size the next chunk from the fan-out seen so far
+            seen_parents += chunk.size
+            seen_children += int(res.stats["children"])
+            fan = max(1.0, seen_children / max(seen_parents, 1))
+            step = max(1, int(target / fan))
+        level, st, new_paths = assemble_level(results, per_node=prev_paths is not None, cells=cells)
+        return level, st, new_paths, None
+
+
+def run_partition(task: Any, tree: Any, job: Any, payload: tuple) -> tuple[Any, Any, str]:
+    """One task: expand, measure, solve one partition; write its Parquet part when staging. Returns
     the partition's result, its part's file entry (or ``None``) and the worker that ran it."""
     from hierdp.scale.checkpoint import write_level_part
 
-    index, L, rows, pkeys, pvalues, ppaths, param, sens, source, stage = payload
-    res = mech._process_chunk(tree, L, rows, pkeys, pvalues, ppaths, param, sens, source)
+    index, _, rows, pkeys, pvalues, ppaths, stage = payload
+    res = task.run_chunk(tree, job, rows, pkeys, pvalues, ppaths)
     info = None
     if stage is not None:
         info = write_level_part(os.path.join(stage, f"part-{index:05d}.parquet"), res.keys, res.parent_rows,
@@ -459,9 +498,9 @@ def _load_cached(ref: tuple[str, str]) -> Any:
     return obj
 
 
-def _process_task(ref: tuple[str, str], payload: tuple) -> tuple[Any, Any, str]:
-    mech, tree = _load_cached(ref)
-    return run_partition(mech, tree, payload)
+def _process_task(ref: tuple[str, str], job: Any, payload: tuple) -> tuple[Any, Any, str]:
+    task, tree = _load_cached(ref)
+    return run_partition(task, tree, job, payload)
 
 
 class _StateFile:
@@ -511,11 +550,11 @@ class _StateFile:
 class _ProcessSession(Session):
     engine_name = "processes"
 
-    def __init__(self, engine: ProcessEngine, mech: Any, tree: Any) -> None:
+    def __init__(self, engine: ProcessEngine, task: Any, tree: Any) -> None:
         self._fan_out: dict[int, float] = {}
         self.partition_children = engine.partition_children
         try:
-            blob = _dumps((worker_copy(mech), tree))
+            blob = _dumps((worker_copy(task), tree))
         except Exception as exc:
             raise EngineError(f"engine='processes' sends the mechanism and the tree to worker processes, but they "
                               f"cannot be pickled: {type(exc).__name__}: {exc}") from exc
@@ -534,8 +573,8 @@ class _ProcessSession(Session):
             raise
         self.workers = getattr(self.executor, "_max_workers", engine.workers)
 
-    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
-        futures = [self.executor.submit(_process_task, self._state.ref, p) for p in payloads]
+    def _map(self, job: Any, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
+        futures = [self.executor.submit(_process_task, self._state.ref, job, p) for p in payloads]
         try:
             return [f.result() for f in futures]
         except BaseException:
@@ -555,17 +594,34 @@ class _ProcessSession(Session):
 
 
 # -- dask -----------------------------------------------------------------------------------------
-def _dask_task(mech: Any, tree: Any, payload: tuple) -> tuple[Any, Any, str]:
-    return run_partition(mech, tree, payload)
+def _dask_task(task: Any, tree: Any, job: Any, payload: tuple) -> tuple[Any, Any, str]:
+    return run_partition(task, tree, job, payload)
+
+
+def local_cluster(workers: int) -> Any:
+    """A ``distributed.LocalCluster`` of ``workers`` single-threaded worker processes, as hierdp
+    makes one for a release: no dashboard, quiet logs, and two of distributed's defaults changed
+    for compute-bound tasks on short-lived workers - glibc's memory trimming threshold is left
+    dynamic (distributed pins it at 64 KiB, which made census chunks spend ~40% more CPU returning
+    and re-faulting their temporaries, measured in docs/scale.md) and the sampling profiler is off."""
+    import logging
+
+    import dask
+    from distributed import LocalCluster
+
+    environ = {k: v for k, v in dict(dask.config.get("distributed.nanny.pre-spawn-environ", {})).items()
+               if k != "MALLOC_TRIM_THRESHOLD_"}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ,
+                          "distributed.worker.profile.enabled": False}):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                            silence_logs=logging.ERROR)
 
 
 class _DaskSession(Session):
     engine_name = "dask"
 
-    def __init__(self, engine: DaskEngine, mech: Any, tree: Any) -> None:
-        import logging
-
-        from distributed import Client, LocalCluster
+    def __init__(self, engine: DaskEngine, task: Any, tree: Any) -> None:
+        from distributed import Client
 
         self._fan_out: dict[int, float] = {}
         self.partition_children = engine.partition_children
@@ -573,8 +629,7 @@ class _DaskSession(Session):
         self._own_client = True
         ex = engine.executor
         if ex is None:
-            self._cluster = LocalCluster(n_workers=engine.workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=":0", silence_logs=logging.ERROR)
+            self._cluster = local_cluster(engine.workers)
             self.client = Client(self._cluster)
         elif isinstance(ex, str):
             try:
@@ -592,8 +647,8 @@ class _DaskSession(Session):
             info = self.client.scheduler_info()
             self.workers = max(1, len(info.get("workers", {})))
             try:
-                self._mech = worker_copy(mech)
-                _dumps(self._mech)
+                self._task = worker_copy(task)
+                _dumps(self._task)
             except Exception as exc:
                 raise EngineError(f"engine='dask' sends the mechanism to workers, but it cannot be pickled: "
                                   f"{type(exc).__name__}: {exc}") from exc
@@ -603,8 +658,8 @@ class _DaskSession(Session):
             raise
         self._token = f"{id(self):x}-{time.monotonic_ns():x}"
 
-    def _map(self, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
-        futures = [self.client.submit(_dask_task, self._mech, self._tree, p, pure=False,
+    def _map(self, job: Any, payloads: list[tuple]) -> list[tuple[Any, Any, str]]:
+        futures = [self.client.submit(_dask_task, self._task, self._tree, job, p, pure=False,
                                       key=f"hierdp-{self._token}-L{p[1]}-p{p[0]}") for p in payloads]
         try:
             return self.client.gather(futures)

@@ -31,7 +31,7 @@ def child_counts(tree: Any, level: int, parent_keys: np.ndarray) -> np.ndarray |
 
 
 def partition_rows(rows: np.ndarray, sizes: np.ndarray | None, *, target_children: int, min_parts: int = 1,
-                   fan_out: float = 1.0) -> list[np.ndarray]:
+                   fan_out: float = 1.0, cuts: np.ndarray | None = None) -> list[np.ndarray]:
     """Cut ``rows`` (positions of the surviving parents) into contiguous partitions.
 
     Args:
@@ -40,6 +40,9 @@ def partition_rows(rows: np.ndarray, sizes: np.ndarray | None, *, target_childre
         target_children: children per partition to aim at (memory of one task).
         min_parts: at least this many partitions when there are enough parents (one per worker).
         fan_out: children per parent assumed when ``sizes`` is unknown.
+        cuts: the only positions (in ``rows``, increasing, ending at ``rows.size``) where a
+            partition may end, or ``None``: anywhere. A cut that falls inside is moved to the next
+            allowed position (parents a constraint row couples stay in one partition).
 
     Returns:
         A list of int64 arrays whose concatenation is ``rows``.
@@ -55,6 +58,10 @@ def partition_rows(rows: np.ndarray, sizes: np.ndarray | None, *, target_childre
     n_parts = min(n_parts, rows.size)
     # cut where the running weight crosses k * total / n_parts
     cum = np.cumsum(weight)
-    cuts = np.searchsorted(cum, total * np.arange(1, n_parts) / n_parts, side="left") + 1
-    cuts = np.unique(np.clip(cuts, 1, rows.size - 1)) if rows.size > 1 else np.zeros(0, np.int64)
-    return [p for p in np.split(rows, cuts) if p.size]
+    at = np.searchsorted(cum, total * np.arange(1, n_parts) / n_parts, side="left") + 1
+    at = np.unique(np.clip(at, 1, rows.size - 1)) if rows.size > 1 else np.zeros(0, np.int64)
+    if cuts is not None and at.size:
+        allowed = np.asarray(cuts, dtype=np.int64)
+        at = np.unique(allowed[np.minimum(np.searchsorted(allowed, at), allowed.size - 1)])
+        at = at[(at > 0) & (at < rows.size)]
+    return [p for p in np.split(rows, at) if p.size]

@@ -70,8 +70,6 @@ def test_the_failsafe_flag_is_stated(folder, capsys):
      [], "the constraints cannot all hold on this tree with the public root total"),
     ('{"kind": "bounds", "name": "x", "node": "IL", "upper": 9}\n', ["--mechanism", "vanilla"],
      "--constraints applies to mechanisms with a post-processing solve"),
-    ('{"kind": "bounds", "name": "x", "node": "IL", "upper": 9}\n', ["--engine", "processes"],
-     "--constraints runs on the serial engine"),
 ])
 def test_bad_constraints_are_refused_before_any_noise_in_one_line(folder, capsys, content, extra, match):
     import re

@@ -199,9 +199,6 @@ def test_refusals_before_any_noise(tree, tmp_path):
     with pytest.raises(ValueError, match="on_infeasible must be one of"):
         InfTDA(epsilon=1.0, delta=1e-8, constraints=c, on_infeasible="ignore")
     acct = Accountant(Budget.zcdp(1.0))
-    m = InfTDA(rho=0.5, constraints=c).set_engine("processes", 2)
-    with pytest.raises(MechanismParameterError, match="serial engine"):
-        m.release(tree, seed=0, accountant=acct)
     bad = Constraints().add_bounds("P", upper=1, name="p").add_bounds("P/0", lower=5, name="p0")
     with pytest.raises(ConstraintsInfeasible, match=r"'p'.*'p0'"):
         InfTDA(rho=0.5, constraints=bad).release(tree, seed=0, accountant=acct)

@@ -26,3 +26,9 @@ def test_the_scale_benchmark_runs_end_to_end_at_a_tiny_scale(tmp_path, dask_clie
     assert figures["serial"]["released"][0] == 1 and figures["dask"]["parquet_parts"] >= 5
     out = capsys.readouterr().out
     assert "seeded serial and Dask releases equal (every level's keys, parents, values): True" in out
+
+
+def test_the_census_part_of_the_benchmark_compares_equal_releases(dask_client, capsys):
+    figures = bench.census_run(300, dask_client, restart=False)
+    assert figures["equal"] and sum(r["parents solved"] for r in figures["levels"]) > 0
+    assert "seeded serial and Dask census_topdown releases equal: True" in capsys.readouterr().out

@@ -257,7 +257,10 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def test_a_killed_command_line_run_resumes_to_the_uninterrupted_output(tmp_path):
+@pytest.mark.parametrize("mechanism,engine", [("inftda", "serial"), ("tda_linf", "processes")])
+def test_a_killed_command_line_run_resumes_to_the_uninterrupted_output(tmp_path, mechanism, engine):
+    """SIGKILL in level 3 of a serial run; the resume (on the serial engine, or on a process pool:
+    other chunks, so a general solver's batches differ) writes the uninterrupted file, byte for byte."""
     from hierdp.cli import main
 
     frame = TREE.to_frame()
@@ -268,7 +271,7 @@ def test_a_killed_command_line_run_resumes_to_the_uninterrupted_output(tmp_path)
     data.to_csv(tmp_path / "data.csv", index=False)
     data.drop(columns="n").to_csv(tmp_path / "geo.csv", index=False)
     common = [str(tmp_path / "data.csv"), "--levels", "l1,l2,l3,l4", "--count", "n", "--geo", str(tmp_path / "geo.csv"),
-              "--epsilon", "1", "--seed", "21", "--quiet"]
+              "--epsilon", "1", "--seed", "21", "--quiet", "--mechanism", mechanism]
     assert main(["release", *common[:1], "-o", str(tmp_path / "full.csv"), *common[1:]]) == 0
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
@@ -281,6 +284,6 @@ def test_a_killed_command_line_run_resumes_to_the_uninterrupted_output(tmp_path)
     assert _committed(tmp_path / "ck") == [0, 1, 2]
     resumed = ["release", common[0], "-o", str(tmp_path / "resumed.csv"), *[a for a in common[1:] if a not in
                                                                          ("--seed", "21")], "--resume",
-               str(tmp_path / "ck")]
+               str(tmp_path / "ck"), "--engine", engine]
     assert main(resumed) == 0
     assert (tmp_path / "resumed.csv").read_bytes() == (tmp_path / "full.csv").read_bytes()

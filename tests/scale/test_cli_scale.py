@@ -105,3 +105,19 @@ def test_a_dataset_whose_files_disagree_is_refused(files, capsys):
     assert not (files / "out.csv").exists()
     code = main(_args(files, "ds", "out.csv", "--seed", "1", "--origin", "state", "--destination", "county"))
     assert code == 2
+
+
+def test_constraints_run_on_every_engine_to_the_same_file(files, dask_client):
+    """--constraints with --engine processes / a Dask scheduler: each chunk carries its level's rows;
+    the rows hold and the file is the serial one, byte for byte (tda_linf: a general solver)."""
+    (files / "caps.jsonl").write_text('{"kind": "linear", "name": "cap", "terms": {"s0/c00": 1, "s1/c10": 1}, '
+                                      '"upper": 100}\n{"kind": "bounds", "name": "floor", "node": "s2/c20/b200", '
+                                      '"lower": 30}\n')
+    common = ["--seed", "8", "--mechanism", "tda_linf", "--constraints", str(files / "caps.jsonl")]
+    assert main(_args(files, "data.csv", "serial.csv", *common)) == 0
+    assert main(_args(files, "data.csv", "procs.csv", *common, "--engine", "processes", "--workers", "2")) == 0
+    assert main(_args(files, "data.csv", "dask.csv", *common, "--scheduler", dask_client.scheduler.address)) == 0
+    serial = (files / "serial.csv").read_bytes()
+    assert (files / "procs.csv").read_bytes() == serial and (files / "dask.csv").read_bytes() == serial
+    out = pd.read_csv(files / "serial.csv").set_index("node")["value"]
+    assert out.get("s0/c00", 0) + out.get("s1/c10", 0) <= 100 and out["s2/c20/b200"] >= 30

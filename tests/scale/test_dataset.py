@@ -91,3 +91,19 @@ def test_empty_and_missing_datasets(tmp_path):
 
     with pytest.raises(EmptyInputError, match=r"holds no .parquet files"):
         parquet_files(tmp_path)
+
+
+def test_a_relative_dataset_path_is_read_on_workers_in_another_folder(tmp_path, monkeypatch, dask_client):
+    """The cluster's worker processes started elsewhere: a relative path is resolved by the caller."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "persons").mkdir()
+    rows = pd.DataFrame({"state": ["s1", "s1", "s2"], "county": ["a", "b", "c"]})
+    rows.iloc[:2].to_parquet("persons/part-0.parquet")
+    rows.iloc[2:].to_parquet("persons/part-1.parquet")
+    assert dask_client.run(lambda: __import__("os").getcwd()) != {}  # the workers run elsewhere
+    out = aggregate_parquet("persons", ["state", "county"], client=dask_client)
+    assert sorted(out["county"]) == ["a", "b", "c"] and int(out.iloc[:, -1].sum()) == 3
+    bad = pd.DataFrame({"state": ["s1", None], "county": ["a", "b"]})
+    bad.to_parquet("persons/part-2.parquet")
+    with pytest.raises(MissingValueError, match=r"persons/part-2\.parquet"):  # messages keep the given name
+        aggregate_parquet("persons", ["state", "county"], client=dask_client)

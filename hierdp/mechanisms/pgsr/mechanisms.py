@@ -316,13 +316,21 @@ class GroupSizeTopDown(GroupSizeMechanism):
     """TopDown on the dynamic-programming hierarchy (the paper's baseline, decision A14) at equal privacy: geometric
     noise, pure ε-DP, ε/L per region level, L1 sensitivity 2 per level (a move changes two nodes of
     a level by one); every (parent, size) group post-processed by exact integer L2 (``projection``,
-    through the TopDown engine and ``solve_groups``)."""
+    through the TopDown engine and ``solve_groups``).
+
+    It runs on the level-wise engine of every TopDown (:mod:`hierdp.mechanisms.levelwise`): the
+    (region, size) cells are the nodes of the dynamic-programming tree, so ``engine=`` /
+    ``executor=`` (serial, processes, Dask; a seeded release is the same on each) and
+    ``release(..., checkpoint=DIR)`` / ``resume=DIR`` work as for InfTDA."""
 
     name = "TopDown"
     default_solver = "projection"
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, on_infeasible: str = "abort",
-                 **kwargs: Any) -> None:
+                 engine: Any = None, executor: Any = None, **kwargs: Any) -> None:
+        from hierdp.scale.executors import resolve_engine
+
+        self._engine = resolve_engine(engine, executor)
         if kwargs.get("region_totals_public"):
             raise MechanismParameterError("region_totals_public=True couples the size subtrees; TopDown's per-group "
                                           "solves cannot honour it (use MHC or MH)")
@@ -342,8 +350,16 @@ class GroupSizeTopDown(GroupSizeMechanism):
             out["on_infeasible"] = self.on_infeasible
         return out
 
+    @property
+    def engine(self) -> Any:
+        """The engine levels run on."""
+        return self._engine
+
     def release(self, data: Any, *, seed: int | None = None, rng: Any = None, secure: bool | None = None,
-                accountant: Accountant | None = None, progress: bool = False) -> NodeHistogramRelease:
+                accountant: Accountant | None = None, progress: bool = False, checkpoint: Any = None,
+                resume: Any = None) -> NodeHistogramRelease:
+        """As every group-size mechanism; ``checkpoint`` / ``resume``: a directory where every
+        finished level is written / a checkpoint to continue (docs/scale.md)."""
         from hierdp.mechanisms.pgsr.topdown_tree import DynProgTopDownTree
         from hierdp.mechanisms.topdown.mechanism import TopDownMechanism
 
@@ -360,11 +376,13 @@ class GroupSizeTopDown(GroupSizeMechanism):
                      "on_infeasible": self.on_infeasible}
         engine = TopDownMechanism(budget=self.spec.budget, delta=self.spec.delta, unit=self.unit, noise="geometric",
                                   plan=plan, objective="l2", solver=self.solver, time_limit=self.time_limit,
-                                  solver_options=self.solver_options or None, secure=self.secure, **extra)
+                                  solver_options=self.solver_options or None, secure=self.secure,
+                                  engine=self._engine, **extra)
         engine.name = self.name
         tree = DynProgTopDownTree(data)
         t0 = time.perf_counter()
-        rel = engine.release(tree, seed=seed, rng=rng, secure=secure, accountant=accountant, progress=progress)
+        rel = engine.release(tree, seed=seed, rng=rng, secure=secure, accountant=accountant, progress=progress,
+                             checkpoint=checkpoint, resume=resume)
         by_size = np.zeros((data.K, data.n_regions), np.int64)
         for lev in rel.levels[1:]:
             keys = lev.keys - 1

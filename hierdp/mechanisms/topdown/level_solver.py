@@ -8,6 +8,15 @@ Dask cluster, ``batch_size``, ``order`` for IntOpt, ...). Nothing here calls a f
 fast paths are plug-ins that override ``Solver.solve_groups``, so ``hierdp solvers`` lists
 everything a mechanism can use, and a release names the registered solver it used.
 
+**Which optimum.** A level's groups often have several optima (L∞ and L1 always may; integer L2
+on ties). The fast paths answer each group on its own, so a group's answer never depends on the
+others in the call. A general solver answers a batch, and which optimum a group gets may change
+with the batch - with the chunking of the level, hence with the engine or a resume. Its integer
+answers are therefore moved to a canonical optimum per group (:mod:`.canonical`: the optimum closest
+in L2 to the noisy values, ties to the earlier child; the objective is unchanged, checked exactly),
+and constrained groups are solved one coupled component per Problem: a seeded level is the same
+however it is cut.
+
 The solver is checked through the registry's one door (:func:`hierdp.solvers.check_solver`) when
 the mechanism is built (before any noise) on a probe level of the same kind, and again at the
 release on a probe at the public bound on the counts (:meth:`LevelSolver.check_magnitude`): a
@@ -31,6 +40,7 @@ the level's statistics report row by row.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -255,19 +265,43 @@ class LevelSolver:
                       "constraint_rows": int(rows.n_rows)})
         if not redo.size:
             return values, stats
-        idx, off = gather_ranges(offsets[:-1][redo], sizes[redo])
-        try:
-            v, cstats = self._solve_constrained(np.asarray(noisy)[idx], off, totals[redo], rows.restrict(idx), redo)
-        except Exception as exc:
-            if getattr(exc, "groups", None) is None:  # name the groups this solve was about
-                with contextlib.suppress(AttributeError):
-                    exc.groups = redo  # type: ignore[attr-defined]
-            raise
-        values[idx] = v
-        cstats.pop("constrained_objective")
-        stats.update(cstats)
+        # one Problem per coupled component: its answer (one of possibly several optima) and the plug-in
+        # "auto" picks for it then depend on the component alone, not on the other components that
+        # share its chunk, so every chunking of the level (engine, resume) gives the same release
+        by_comp = redo[np.argsort(comp[redo], kind="stable")]
+        bounds = np.concatenate([[0], np.flatnonzero(np.diff(comp[by_comp])) + 1, [by_comp.size]])
+        seconds, relaxations = 0.0, []
+        for s, e in itertools.pairwise(bounds.tolist()):
+            members = np.sort(by_comp[s:e])
+            idx, off = gather_ranges(offsets[:-1][members], sizes[members])
+            try:
+                v, cstats = self._solve_constrained(np.asarray(noisy)[idx], off, totals[members], rows.restrict(idx),
+                                                    members)
+            except Exception as exc:
+                if getattr(exc, "groups", None) is None:  # name the groups this solve was about
+                    with contextlib.suppress(AttributeError):
+                        exc.groups = members  # type: ignore[attr-defined]
+                raise
+            values[idx] = v
+            seconds += cstats["constraint_s"]
+            relaxations.extend(cstats.get("relaxations", ()))
+            stats["constraint_solver"] = cstats["constraint_solver"]
+        stats["constraint_s"] = seconds
+        stats["constraint_components"] = int(bounds.size - 1)
+        if relaxations:
+            stats["relaxations"] = relaxations
         stats["objective"] = _level_objective(values, np.asarray(noisy, dtype=float), offsets, self.objective)
         return values, stats
+
+    @property
+    def batches_groups(self) -> bool:
+        """Whether the plug-in answers a level's groups together (a general solver posing them as one
+        :class:`~hierdp.models.Problem` in batches), so that which of several optima a group gets may
+        depend on the other groups of its call. The fast paths override ``Solver.solve_groups`` and
+        answer each group on its own."""
+        from hierdp.solvers import Solver
+
+        return type(_plugin(self.solver)).solve_groups is Solver.solve_groups
 
     def _solve_plain(self, noisy: np.ndarray, offsets: np.ndarray,
                      totals: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
@@ -279,10 +313,20 @@ class LevelSolver:
                            solver=self.solver, objective=self.objective, integer=self.integer,
                            time_limit=self.time_limit, **self.options)
         values = np.asarray(sol.values)
-        if self.integer:
-            values = np.rint(values).astype(np.int64)
         stats = {"solver": sol.solver, "objective": float(sol.objective),
                  "solver_s": float(sol.wall_time or (time.perf_counter() - t0)), **dict(sol.stats or {})}
+        if self.integer:
+            values = np.rint(values).astype(np.int64)
+            if self.batches_groups:
+                # a deterministic tie-break among the optima: the same answer whatever else was in
+                # the call (another chunking, engine or resume gives the same release)
+                from hierdp.mechanisms.topdown.canonical import canonical_optimum
+
+                values, kept = canonical_optimum(values, np.asarray(noisy, dtype=float), offsets, totals,
+                                                 self.objective)
+                stats["tie_break"] = "canonical optimum (closest in L2 to the noisy values, ties to the earlier child)"
+                if kept:
+                    stats["tie_break_skipped_groups"] = kept
         return values, stats
 
     def _solve_constrained(self, noisy: np.ndarray, offsets: np.ndarray, totals: np.ndarray, rows: Any,
@@ -310,8 +354,9 @@ class LevelSolver:
         if mat is not None:
             p.add_constraints(mat, rows.lower, rows.upper, nodes=np.arange(G, G + nc), name="constraints")
         relaxations: list[dict[str, Any]] = []
+        options = self._constraint_options
         try:
-            sol = solve(p, solver=self.constraint_solver, time_limit=self.time_limit, **self._constraint_options)
+            sol = solve(p, solver=self.constraint_solver, time_limit=self.time_limit, **options)
         except SolverFailed as exc:
             if not is_infeasible(exc) or mat is None:
                 _remap_groups(exc, groups)
@@ -321,7 +366,7 @@ class LevelSolver:
             cons = p.constraints
             lower_by, upper_by = minimal_relaxation(p, np.ones(len(cons), bool), time_limit=self.time_limit)
             relaxed = clone_problem(p, lower=cons.lower - lower_by, upper=cons.upper + upper_by, feasibility=False)
-            sol = solve(relaxed, solver=self.constraint_solver, time_limit=self.time_limit, **self._constraint_options)
+            sol = solve(relaxed, solver=self.constraint_solver, time_limit=self.time_limit, **options)
             for r in np.flatnonzero((lower_by > 0) | (upper_by > 0)):
                 relaxations.append({"row": str(rows.names[r]), "level": int(rows.level),
                                     "lower_by": float(lower_by[r]), "upper_by": float(upper_by[r])})

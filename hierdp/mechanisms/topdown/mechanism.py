@@ -45,65 +45,43 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hierdp.hierarchy.topdown_tree import TopDownTree, as_topdown_tree
-from hierdp.mechanisms.base import Mechanism, MechanismParameterError, ReleaseAborted, RunContext
+from hierdp.mechanisms.base import MechanismParameterError, RunContext
+from hierdp.mechanisms.levelwise import LevelState, LevelwiseMechanism, level_randomness
 from hierdp.mechanisms.topdown.level_solver import LevelSolver
-from hierdp.privacy.noise import NoiseModel, noise_model
 from hierdp.mechanisms.topdown.plan import BudgetPlan, PerNodePlan, budget_plan, path_sums_up
 from hierdp.privacy.budget import Accountant, Budget
 from hierdp.privacy.calibration import exact
-from hierdp.privacy.counter_noise import CounterRandom
+from hierdp.privacy.noise import NoiseModel, noise_model
 from hierdp.privacy.unit import PrivacyUnit
 from hierdp.release import Accounting, ReleaseLevel, TreeRelease
+from hierdp.scale.levels import ChunkFailed, ChunkResult
 
-__all__ = ["DEFAULT_SOLVERS", "ChunkResult", "TopDownMechanism", "level_randomness", "merge_level_stats"]
+__all__ = ["DEFAULT_SOLVERS", "TopDownMechanism"]
 
 #: the default level solver per objective: the exact fast paths
 DEFAULT_SOLVERS = {"linf": "intopt", "l2": "projection", "l1": "highs"}
 
 
-class _ChunkFailed(Exception):
-    """A level's chunk failed after its noise was drawn; carries the parents of the failing solve."""
+class _Prep(NamedTuple):
+    """What a TopDown run computes before any noise: per measured level its ledger part, its
+    sensitivity and its noise parameter (None for a per-node plan, which calibrates per node)."""
 
-    def __init__(self, cause: BaseException, parent_keys: np.ndarray) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.parent_keys = parent_keys
-
-    def __reduce__(self) -> tuple:  # travels back from process and Dask workers
-        return (_ChunkFailed, (self.cause, self.parent_keys))
+    parts: dict[int, Budget]
+    sens: dict[int, int]
+    params: dict[int, float | None]
 
 
-class ChunkResult(NamedTuple):
-    """What one chunk (a partition) of a level produces: its children released positive."""
+class _LevelJob(NamedTuple):
+    """What every chunk of level L + 1 needs besides the tree (sent with each chunk)."""
 
-    keys: np.ndarray         #: child keys (level L + 1)
-    parent_rows: np.ndarray  #: positions of their parents in the previous level's arrays
-    values: np.ndarray       #: released values (int64, > 0)
-    paths: np.ndarray | None  #: per-node plans: each child's path sum of budget fractions
-    stats: dict[str, Any]    #: counts, timings and the solver's statistics
-
-
-def merge_level_stats(total: dict[str, Any], part: dict[str, Any]) -> None:
-    """Add one chunk's statistics into a level's: counts and seconds add up, ``max_group`` is the
-    largest, other values (names) are kept as they are."""
-    for k, v in part.items():
-        if k == "max_group":
-            total[k] = max(int(total.get(k, 0)), int(v))
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(total.get(k, 0), (int, float)):
-            total[k] = total.get(k, 0) + v
-        else:
-            total[k] = v
+    L: int                #: the parents' level
+    param: float | None   #: the level's noise parameter (None: per-node plan)
+    sens: int             #: the level's sensitivity
+    source: Any           #: the run's randomness (counter-based streams in seeded mode)
+    plan: Any             #: the level's constraints (LevelConstraints) or None
 
 
-def level_randomness(source: Any, level: int, keys: np.ndarray) -> Any:
-    """What a noise model draws a level's nodes with: their counter-based streams in seeded mode
-    (:class:`~hierdp.privacy.counter_noise.CounterRandom`), the OS randomness in secure mode."""
-    if isinstance(source, CounterRandom):
-        return source.nodes(level, keys)
-    return source
-
-
-class TopDownMechanism(Mechanism):
+class TopDownMechanism(LevelwiseMechanism):
     """A TopDown mechanism with swappable budget plan, noise model and level solver.
 
     Args:
@@ -142,9 +120,6 @@ class TopDownMechanism(Mechanism):
     """
 
     name = "TopDown"
-    #: target number of children per batch: a level is processed in chunks of parents so that peak
-    #: memory stays bounded on wide levels (groups are independent, so chunks are too)
-    chunk_children: int = 1 << 21
 
     def __init__(self, epsilon: float | None = None, delta: float | None = None, *, rho: float | None = None,
                  budget: Budget | None = None, unit: PrivacyUnit | None = None, bounded: bool = True,
@@ -164,27 +139,6 @@ class TopDownMechanism(Mechanism):
             raise MechanismParameterError(f"objective must be 'linf', 'l2' or 'l1', got {objective!r}")
         self.objective = objective
         self.level_solver = self._make_level_solver(solver, solver_options, time_limit, integer)
-
-    def set_engine(self, engine: Any = None, executor: Any = None) -> TopDownMechanism:
-        """Choose where levels run (see ``engine=`` / ``executor=``); returns ``self``.
-
-        Raises:
-            EngineError: an unknown engine or an executor that does not fit it.
-        """
-        from hierdp.scale.executors import resolve_engine
-
-        self._engine = resolve_engine(engine, executor)
-        return self
-
-    @property
-    def engine(self) -> Any:
-        """The engine levels run on (:class:`~hierdp.scale.executors.SerialEngine` by default)."""
-        engine = getattr(self, "_engine", None)
-        if engine is None:
-            from hierdp.scale.executors import SerialEngine
-
-            engine = self._engine = SerialEngine()
-        return engine
 
     def _make_level_solver(self, solver: Any, solver_options: Any, time_limit: Any, integer: bool) -> LevelSolver:
         return LevelSolver(solver if solver is not None else DEFAULT_SOLVERS[self.objective],
@@ -221,12 +175,6 @@ class TopDownMechanism(Mechanism):
         """Bind the constraint set to ``tree`` and check it (public structure only, before any noise)."""
         if self.constraints is None:
             return None
-        from hierdp.scale.executors import SerialEngine
-
-        if not isinstance(self.engine, SerialEngine):
-            raise MechanismParameterError(f"constraints= run on the serial engine in this version, not on "
-                                          f"{self.engine.describe()} (a level's rows need the released coarser "
-                                          "levels, which the workers do not receive yet)")
         return self.constraints.resolve(tree, root_public=self.unit.bounded,
                                         time_limit=max(60.0, float(self.time_limit or 0)))
 
@@ -263,55 +211,13 @@ class TopDownMechanism(Mechanism):
             return self.level_solver.solve(noisy, offsets, totals)
         return self.level_solver.solve(noisy, offsets, totals, rows=rows)
 
-    # -- one level -------------------------------------------------------------------------------
-    def _run_level(self, tree: TopDownTree, L: int, prev: ReleaseLevel, param: float | None, sens: int, rng: Any,
-                   prev_paths: np.ndarray | None, plan: Any = None) -> tuple[ReleaseLevel, dict[str, Any],
-                                                                           np.ndarray | None]:
-        """Expand the positive nodes of level L, noise their children, solve, keep positives
-        (this process, in chunks of about :attr:`chunk_children` children).
-
-        ``plan``: the constraints of level L + 1 (:class:`~hierdp.constraints.LevelConstraints`):
-        chunks then never split the parents a row couples, and each chunk's solve gets its rows.
-        """
-        alive = np.flatnonzero(prev.values > 0)
-        cuts = None
-        if plan is not None and plan.couples_parents:
-            alive, cuts = _coupled_order(alive, plan.coupling(prev.keys[alive]))
-        out_keys, out_par, out_val, out_path = [], [], [], []
-        st: dict[str, Any] = {"parents": 0, "children": 0, "released": 0, "max_group": 0, "chunks": 0,
-                              "expand_s": 0.0, "noise_s": 0.0, "solve_s": 0.0}
-        start, step, seen_parents, seen_children = 0, max(1, min(4096, self.chunk_children)), 0, 0
-        per_node = isinstance(self.plan, PerNodePlan)
-        while start < alive.size:
-            end = start + step
-            if cuts is not None and end < alive.size:  # extend to the end of a coupled component
-                end = int(cuts[np.searchsorted(cuts, end)])
-            chunk = alive[start:end]
-            start += chunk.size
-            res = self._process_chunk(tree, L, chunk, prev.keys[chunk], prev.values[chunk],
-                                      prev_paths[chunk] if per_node and prev_paths is not None else None, param, sens,
-                                      rng, plan=plan)
-            out_keys.append(res.keys)
-            out_par.append(res.parent_rows)
-            out_val.append(res.values)
-            if res.paths is not None:
-                out_path.append(res.paths)
-            merge_level_stats(st, res.stats)
-            # size the next chunk from the fan-out seen so far
-            seen_parents += chunk.size
-            seen_children += int(res.stats["children"])
-            fan = max(1.0, seen_children / max(seen_parents, 1))
-            step = max(1, int(self.chunk_children / fan))
-        empty = np.zeros(0, np.int64)
-        level = ReleaseLevel(np.concatenate(out_keys) if out_keys else empty,
-                             np.concatenate(out_par) if out_par else empty.copy(),
-                             np.concatenate(out_val) if out_val else empty.copy())
-        new_paths = (np.concatenate(out_path) if out_path else np.zeros(0)) if per_node else None
-        if cuts is not None:  # back to the order of the parents (the release's canonical order)
-            order = np.argsort(level.parent, kind="stable")
-            level = ReleaseLevel(level.keys[order], level.parent[order], level.values[order])
-            new_paths = new_paths[order] if new_paths is not None else None
-        return level, st, new_paths
+    # -- one chunk of a level (the engine's task) --------------------------------------------------
+    def run_chunk(self, tree: TopDownTree, job: _LevelJob, rows: np.ndarray, parent_keys: np.ndarray,
+                  parent_values: np.ndarray, parent_paths: np.ndarray | None) -> ChunkResult:
+        """One chunk of level ``job.L + 1`` (:class:`~hierdp.scale.levels.LevelTask`)."""
+        return self._process_chunk(tree, job.L, rows, parent_keys, parent_values,
+                                   parent_paths if isinstance(self.plan, PerNodePlan) else None, job.param, job.sens,
+                                   job.source, plan=job.plan)
 
     def _process_chunk(self, tree: TopDownTree, L: int, rows: np.ndarray, parent_keys: np.ndarray,
                        parent_values: np.ndarray, parent_paths: np.ndarray | None, param: float | None, sens: int,
@@ -322,7 +228,7 @@ class TopDownMechanism(Mechanism):
         (``plan``: the level's constraints; a chunk must then hold whole coupled components).
 
         Raises:
-            _ChunkFailed: the solve failed (with the parents of the failing groups).
+            ChunkFailed: the solve failed (with the parents of the failing groups).
         """
         t0, cpu0 = time.perf_counter(), time.process_time()
         child_keys, offsets, true = tree.expand(L, parent_keys)
@@ -350,7 +256,7 @@ class TopDownMechanism(Mechanism):
                 groups = getattr(exc, "groups", None)
                 keys_has = parent_keys[has]
                 failing = keys_has if groups is None else keys_has[np.asarray(groups, dtype=np.int64)]
-                raise _ChunkFailed(exc, failing) from exc
+                raise ChunkFailed(exc, failing) from exc
         else:
             sol = np.zeros(0, np.int64)
         sol = np.asarray(sol, dtype=np.int64)
@@ -420,7 +326,6 @@ class TopDownMechanism(Mechanism):
             raise MechanismParameterError("the tree has no level below the root: nothing to release")
         measured = list(range(1 if self.unit.bounded else 0, T + 1))
         parts = dict(zip(measured, self.plan.level_parts(self.spec.budget, measured), strict=False))
-        names = list(tree.level_names)
         # every level's noise scale is computed now, so a budget too small or too large for double
         # precision is refused before any noise (per-node plans calibrate per node as they go)
         sens = {L: self.noise.sensitivity(self.unit, finest=L == T, count=L == 0) for L in measured}
@@ -430,105 +335,26 @@ class TopDownMechanism(Mechanism):
                   for L in measured}
         if self.unit.bounded:  # the public root total bounds every count: a solver that cannot reach it
             self.level_solver.check_magnitude(float(tree.root_count))  # is refused now, before any noise
-        run = None
-        if checkpoint is not None or resume is not None:
-            from hierdp.scale.checkpoint import CheckpointRun
+        prep = _Prep(parts, sens, params)
+        ctx, state = self._release_levels(tree, data, prep, seed=seed, rng=rng, secure=secure, accountant=accountant,
+                                          progress=progress, checkpoint=checkpoint, resume=resume)
+        return self._make_release(tree, ctx, state, False, prep)
 
-            if resume is not None and secure is None and seed is None and rng is None and not self.secure:
-                from hierdp.scale.checkpoint import recorded_randomness
+    def _external_on_resume(self, done: Budget, accountant: Accountant) -> Budget:
+        """What a caller's accountant pays for the rest of a resumed run: the budget minus what the
+        checkpoint recorded; for a pure per-node plan charged to a zCDP accountant, the increase of
+        the pure composition's zCDP figure (see :meth:`RunContext.path_charge`)."""
+        if (isinstance(self.plan, PerNodePlan) and self.spec.budget.calculus == "pure"
+                and accountant.total.calculus == "zcdp"):
+            eps, eps_done = self.spec.budget.exact_parameters["epsilon"], done.exact_parameters["epsilon"]
+            return Budget("zcdp", rho=(eps * eps - eps_done * eps_done) / 2)
+        return super()._external_on_resume(done, accountant)
 
-                recorded = recorded_randomness(resume)  # a resume without randomness follows the checkpoint's
-                secure = None if recorded is None else recorded == "secure"
-            run = CheckpointRun.open(self, tree, checkpoint=checkpoint, resume=resume,
-                                     secure=self._secure_for(secure, seed=seed, rng=rng), accountant=accountant)
-        try:
-            session = self.engine.open(self, tree)  # connects to a cluster, sends the tree: before any noise
-        except BaseException:
-            if run is not None:
-                run.discard_if_empty()
-            raise
-        try:
-            external = None
-            if run is not None and run.resumed and accountant is not None:
-                done = run.spent_budget(self.spec.budget)
-                external = self.spec.budget._minus_clamped(done)
-                if per_node and self.spec.budget.calculus == "pure" and accountant.total.calculus == "zcdp":
-                    eps, eps_done = self.spec.budget.exact_parameters["epsilon"], done.exact_parameters["epsilon"]
-                    external = Budget("zcdp", rho=(eps * eps - eps_done * eps_done) / 2)  # see RunContext.path_charge
-            ctx = self.start(data, seed=seed, rng=rng, secure=secure, accountant=accountant, external_total=external)
-            # after the domain check (a node's existence may be private otherwise), before any noise
-            resolved = self._resolve_constraints(tree)
-            given = seed is not None or rng is not None
-            if run is not None and run.resumed and not given and ctx.randomness == "seeded":
-                ctx.seed = run.manifest.get("seed")  # the checkpoint's seed, not one drawn for this call
-            source = self._noise_source(ctx, run, given=given, seed=ctx.seed)
-            state = _RunState(names)
-            state.constraints = resolved
-            bar = None
-            if progress:
-                from tqdm.auto import tqdm
+    def _level_job(self, L: int, state: LevelState, source: Any, plan: Any, prep: _Prep, rows: np.ndarray,
+                   cuts: np.ndarray | None) -> _LevelJob:
+        return _LevelJob(L - 1, prep.params[L], prep.sens[L], source, plan)
 
-                bar = tqdm(total=T, desc=self.name, unit="level")
-            try:
-                if run is not None and run.resumed:
-                    first = run.restore(ctx, state)
-                    if bar is not None:
-                        bar.update(max(0, first - 1))
-                else:
-                    self._release_root(tree, ctx, parts, params, sens, state, source)
-                    if run is not None:
-                        run.commit_level(0, state, ctx)
-                    first = 1
-                for L in range(first, T + 1):
-                    t_start = time.perf_counter()
-                    self._spend_level(ctx, L, names[L], parts[L], params[L], sens[L], state)
-                    if run is not None:  # the spend is on disk before the draw (a resume accounts it)
-                        run.begin_level(L, ctx)
-                    files = None
-                    try:
-                        plan = self._level_plan(state, L)
-                        if session is None:
-                            level, st, paths = self._run_level(tree, L - 1, state.levels[-1], params[L], sens[L],
-                                                               source, state.paths[-1], plan=plan)
-                        else:
-                            stage = run.staging(L) if run is not None else None
-                            level, st, paths, files = session.run_level(self, tree, L - 1, state.levels[-1],
-                                                                        params[L], sens[L], source,
-                                                                        state.paths[-1], stage)
-                    except _ChunkFailed as failed:
-                        raise self._aborted(tree, ctx, state, L, failed.cause, failed.parent_keys) from failed.cause
-                    except Exception as exc:  # anything else after noise was drawn: never lose the spend
-                        raise self._aborted(tree, ctx, state, L, exc, None) from exc
-                    if state.fixed_relaxations:
-                        st.setdefault("relaxations", []).extend(state.fixed_relaxations)
-                        state.fixed_relaxations = []
-                    state.levels.append(level)
-                    state.paths.append(paths)
-                    state.timings.append(time.perf_counter() - t_start)
-                    state.stats.append(st)
-                    if run is not None:
-                        run.commit_level(L, state, ctx, files)
-                    if bar is not None:
-                        bar.update(1)
-                        bar.set_postfix(level=L, nodes=len(level))
-            finally:
-                if bar is not None:
-                    bar.close()
-            release = self._make_release(tree, ctx, state, partial=False)
-            if run is not None:
-                run.finish()
-            return release
-        except BaseException:
-            if run is not None:
-                run.discard_if_empty()  # refused before its first level: leave no checkpoint behind
-            raise
-        finally:
-            if session is not None:
-                session.close()
-            if run is not None:
-                run.close()  # the checkpoint's lock
-
-    def _level_plan(self, state: _RunState, L: int) -> Any:
+    def _level_plan(self, state: LevelState, L: int) -> Any:
         """Level L's constraints given the released levels 0 .. L - 1 (None without constraints).
 
         Rows whose every node is already fixed are checked here: one that does not hold stops the
@@ -560,33 +386,8 @@ class TopDownMechanism(Mechanism):
                                                 "upper_by": upper_by})
         return plan if plan.has_work else None
 
-    def _noise_source(self, ctx: RunContext, run: Any, *, given: bool, seed: Any) -> Any:
-        """The run's randomness: OS randomness (secure), or the counter-based source keyed from the
-        seed / generator (seeded). A resumed seeded run takes the checkpoint's key, and refuses a
-        seed that gives another one."""
-        from hierdp.privacy.rng import SecureRandom
-
-        if isinstance(ctx.rng, SecureRandom):
-            return ctx.rng
-        if run is not None and run.resumed and run.noise_key is not None:
-            if not given:
-                return CounterRandom(run.noise_key)
-            source = CounterRandom.from_generator(ctx.rng)
-            if source.key != run.noise_key:
-                from hierdp.scale.errors import CheckpointError
-
-                seed_then = run.manifest.get("seed")
-                raise CheckpointError(f"checkpoint {run.directory} was made with another seed"
-                                      + (f" ({seed_then})" if seed_then is not None else "")
-                                      + "; resume without a seed (the checkpoint's is used) or with the same one")
-            return source
-        source = CounterRandom.from_generator(ctx.rng)
-        if run is not None:
-            run.set_noise_key(source.key, seed)
-        return source
-
-    def _release_root(self, tree: TopDownTree, ctx: RunContext, parts: dict[int, Budget],
-                      params: dict[int, Any], sens: dict[int, int], state: _RunState, source: Any = None) -> None:
+    def _release_root(self, tree: TopDownTree, ctx: RunContext, state: LevelState, source: Any, prep: _Prep) -> None:
+        parts, params, sens = prep.parts, prep.params, prep.sens
         t0 = time.perf_counter()
         name = state.names[0]
         if self.unit.bounded:  # the root total is public under bounded neighbours: nothing is measured
@@ -596,11 +397,11 @@ class TopDownMechanism(Mechanism):
             if isinstance(self.plan, PerNodePlan):
                 frac = float(self.plan.node_fractions(0, np.array([tree.root_key]))[0])
                 root_path = frac
-                param = self.noise.calibrate(exact(self.spec.budget, "budget") * self.plan.calibration_fraction(frac), sens[0],
-                                             culprit=self._culprit) if frac > 0 else None
+                param = self.noise.calibrate(exact(self.spec.budget, "budget") * self.plan.calibration_fraction(frac),
+                                             sens[0], culprit=self._culprit) if frac > 0 else None
             else:
                 param, root_path = params[0], 0.0
-            self._spend_level(ctx, 0, name, parts[0], param, sens[0], state, label=f"level 0 ({name}) noisy root")
+            self._spend(ctx, 0, name, parts[0], param, sens[0], label=f"level 0 ({name}) noisy root")
             if param is None:
                 raise MechanismParameterError("the unbounded root must be measured (its budget fraction is 0)")
             source = ctx.rng if source is None else source
@@ -615,9 +416,12 @@ class TopDownMechanism(Mechanism):
         state.timings.append(time.perf_counter() - t0)
         state.stats.append({"released": 1})
 
-    def _spend_level(self, ctx: RunContext, L: int, name: str, part: Budget, param: float | None, sens: int,
-                     state: _RunState, label: str | None = None) -> None:
+    def _spend_level(self, ctx: RunContext, L: int, state: LevelState, prep: _Prep) -> None:
         """Record level L's spend before its noise (drawn in :meth:`_process_chunk`)."""
+        self._spend(ctx, L, state.names[L], prep.parts[L], prep.params[L], prep.sens[L])
+
+    def _spend(self, ctx: RunContext, L: int, name: str, part: Budget, param: float | None, sens: int,
+               label: str | None = None) -> None:
         label = label or f"level {L} ({name})"
         if param is None:  # a per-node plan: each node's parameter follows its own budget
             ctx.spend_noise(part, label, self.noise, None, sens, note=f"budget per node: {self.plan.describe(0)}",
@@ -625,7 +429,7 @@ class TopDownMechanism(Mechanism):
         else:
             ctx.spend_noise(part, label, self.noise, param, sens)
 
-    def _accounting(self, ctx: RunContext, state: _RunState, partial: bool) -> Accounting:
+    def _accounting(self, ctx: RunContext, state: LevelState, partial: bool) -> Accounting:
         key = self.noise.sensitivity_name
         sens_values = [s.details[key] for s in ctx.spends if key in s.details]
         details: dict[str, Any] = {"split": self.plan.describe(len(sens_values)), "noise": self.noise.name,
@@ -640,50 +444,9 @@ class TopDownMechanism(Mechanism):
                 relaxations=[r for st in state.stats for r in st.get("relaxations", ())])
         return ctx.accounting(details=details, notes=notes, partial=partial)
 
-    def _make_release(self, tree: TopDownTree, ctx: RunContext, state: _RunState, partial: bool) -> TreeRelease:
+    def _make_release(self, tree: TopDownTree, ctx: RunContext, state: LevelState, partial: bool,
+                      prep: Any = None) -> TreeRelease:
         n = len(state.levels)
         return TreeRelease(list(state.levels), list(state.names[:n]), self.name, self.solver_name,
                            self._accounting(ctx, state, partial), list(state.timings), list(state.stats),
                            namer=getattr(tree, "namer", None), params=ctx.params(), partial=partial)
-
-    def _aborted(self, tree: TopDownTree, ctx: RunContext, state: _RunState, L: int, cause: BaseException,
-                 parent_keys: np.ndarray | None) -> ReleaseAborted:
-        partial = self._make_release(tree, ctx, state, partial=True)
-        where = ""
-        if parent_keys is not None and len(parent_keys):
-            shown = parent_keys[:5]
-            namer = getattr(tree, "namer", None)
-            try:
-                labels = [str(x) for x in (namer.key_names(L - 1, shown) if namer is not None else shown)]
-            except Exception:  # a namer that cannot label these keys must not hide the real error
-                labels = [str(k) for k in shown]
-            more = f" and {len(parent_keys) - len(shown)} more" if len(parent_keys) > len(shown) else ""
-            where = f", parent {', '.join(labels)}{more}"
-        return ctx.aborted(cause, where=f"at level {L} ({state.names[L]}){where}", partial=partial, level=L,
-                           level_name=state.names[L], parents=parent_keys)
-
-
-class _RunState:
-    """What a run has produced so far (complete levels only)."""
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-        self.levels: list[ReleaseLevel] = []
-        self.paths: list[np.ndarray | None] = []
-        self.timings: list[float] = []
-        self.stats: list[dict[str, Any]] = []
-        self.constraints: Any = None  # the resolved constraint set (hierdp.constraints), if any
-        self.fixed_relaxations: list[dict[str, Any]] = []  # rows over fixed nodes relaxed at a level's start
-
-
-def _coupled_order(alive: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Parents reordered so that each coupled component is contiguous (placed at its first member),
-    and the positions where a chunk may end (component boundaries, and the end)."""
-    n = alive.size
-    lab = np.where(labels >= 0, labels, -1 - np.arange(n))  # uncoupled parents: components of their own
-    _, first, inv = np.unique(lab, return_index=True, return_inverse=True)
-    order = np.lexsort((np.arange(n), first[inv.ravel()]))
-    lab = lab[order]
-    cuts = np.concatenate([np.flatnonzero(lab[1:] != lab[:-1]) + 1, [n]]).astype(np.int64)
-    return alive[order], cuts
-
