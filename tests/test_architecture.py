@@ -20,11 +20,9 @@ grimp = pytest.importorskip("grimp")
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: cycles still open, each with who removes it (issue 21); the test fails on any other cycle
-KNOWN_CYCLES = {
-    frozenset({"hierdp.solvers._deadline", "hierdp.solvers.highs"}): "solva: _deadline takes its preload list",
-    frozenset({"hierdp.solvers.base", "hierdp.solvers.registry"}): "solvb: the default solve_groups in the registry",
-}
+#: cycles still open, each with the reason it stays (issue 21); the test fails on any other cycle
+KNOWN_CYCLES: dict[frozenset[str], str] = {}  # none left
+
 
 def _graph() -> nx.DiGraph:
     g = grimp.build_graph("hierdp", include_external_packages=False, exclude_type_checking_imports=True)

@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     limit = args.time_limit if args.time_limit is not None else (1.0 if args.quick else 5.0)
-    plugins = matrix_plugins() + ["auto"]
+    plugins = [*matrix_plugins(), "auto"]
     grid = cells(args.quick)
     t_all = time.perf_counter()
     head = f"{'type obj  kind       magn   nodes':<38}" + "".join(f"{n:<14}" for n in plugins)

@@ -48,7 +48,6 @@ def optimize(spine: Spine, ents, privacy: str) -> tuple[Spine, object]:
     s1 = optimize_block_groups(spine, ents, fanout_cutoff=12)
     e1 = ents.remap(spine, s1)
     s2 = optimize_tract_groups(s1, e1, county_level="county", fanout_cutoff=12, entity_threshold=9)
-    e2 = e1.remap(s1, s2)
     s3 = bypass(s2, privacy=privacy, scope="per_county", bypass_cutoff=150)
     return s3, e1.remap(s1, s3)
 
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="attribute sizes of the histogram (default 2 3 4 = 24 cells)")
     args = ap.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
-    blocks, conv, ents = build(args.states, args.seed, tuple(args.blocks_per_zip))
+    _, conv, ents = build(args.states, args.seed, tuple(args.blocks_per_zip))
     opt, ents_opt = optimize(conv, ents, "zcdp")
     print(f"US-like spine from real ZIP geography of {', '.join(args.states)}: {conv.n_blocks:,} synthetic blocks, "
           f"{ents.n} off-spine entities (postal places, area codes)")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
@@ -394,6 +394,12 @@ def finish(problem: Problem, values: np.ndarray | None, termination: Termination
 
 
 # ---------------------------------------------------------------------------------- plug-in base
+#: :func:`hierdp.solvers.registry.solve` (capability check, verification), installed by the registry
+#: when ``hierdp.solvers`` loads: the default :meth:`Solver.solve_groups` goes through it without
+#: an import of the registry, which imports this module.
+_VERIFIED_SOLVE: Callable[..., Solution] | None = None
+
+
 class Solver:
     """A solver plug-in.
 
@@ -479,8 +485,8 @@ class Solver:
         check their own output (sums, signs, integrality) and refuse, before solving, what they
         cannot do.
         """
-        from hierdp.solvers.registry import solve
-
+        solve = _VERIFIED_SOLVE
+        assert solve is not None, "hierdp.solvers.registry installs its solve when the package loads"
         problem = Problem.from_groups(np.asarray(values, dtype=float), offsets, np.asarray(totals, dtype=float),
                                       objective=objective, integer=integer, nonnegative=True, weights=weights)
         g = np.asarray(totals).size

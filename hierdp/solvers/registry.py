@@ -28,6 +28,7 @@ import numpy as np
 from hierdp.errors import exact_number
 from hierdp.models.problem import Problem
 from hierdp.solvers import _verify
+from hierdp.solvers import base as _base
 from hierdp.solvers.base import (
     GroupSolution,
     Solution,
@@ -720,3 +721,6 @@ def solve_groups(
     raise SolverFailed(last.solver, last.termination, f"{last.message}; {note}" if last.message else note,
                        solution_status=last.solution_status, refuted_by=last.refuted_by, groups=last.groups,
                        best=last.best) from last
+
+
+_base._VERIFIED_SOLVE = solve  # the default Solver.solve_groups goes through the checked solve

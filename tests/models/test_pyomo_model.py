@@ -81,7 +81,7 @@ def test_values_from_model_and_subset():
     assert np.all(np.isnan(v[p.is_free & ~in_batch]))
     assert not np.any(np.isnan(v[in_batch]))
     full = hierdp.solve(p, solver="highs").values
-    per = lambda vals: [np.abs(vals[grp == g] - p.target[grp == g]).max() for g in (1, 3)]  # noqa: E731
+    per = lambda vals: [np.abs(vals[grp == g] - p.target[grp == g]).max() for g in (1, 3)]
     np.testing.assert_allclose(per(v), per(full), atol=1e-9)
 
 

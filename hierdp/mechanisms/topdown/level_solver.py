@@ -298,10 +298,14 @@ class LevelSolver:
         """Whether the plug-in answers a level's groups together (a general solver posing them as one
         :class:`~hierdp.models.Problem` in batches), so that which of several optima a group gets may
         depend on the other groups of its call. The fast paths override ``Solver.solve_groups`` and
-        answer each group on its own."""
-        from hierdp.solvers import Solver
+        answer each group on its own. ``"auto"`` counts as batching: two chunks of a level may be
+        answered by different plug-ins, so only the canonical optimum keeps them alike."""
+        from hierdp.solvers import Solver, get
 
-        return type(_plugin(self.solver)).solve_groups is Solver.solve_groups
+        if isinstance(self.solver, str) and self.solver == "auto":
+            return True
+        plugin = self.solver if isinstance(self.solver, Solver) else get(self.solver)
+        return type(plugin).solve_groups is Solver.solve_groups
 
     def _solve_plain(self, noisy: np.ndarray, offsets: np.ndarray,
                      totals: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
