@@ -413,16 +413,12 @@ def check_one(name: str, p: Problem, meta: dict, best: float | None, seed: int, 
     tally[(*key, "ok")] += 1
 
 
-#: defects of the general solvers that branch ``sx`` is fixing in this round (issue 19; the
-#: reproducers in ../shared/repro/solvers/): the fuzz still runs these (family, solver) pairs and
-#: counts their failures as ``open`` (printed by the long profile) instead of failing. Every other
-#: pair must pass; remove an entry once its fix is merged.
+#: defects the fuzz may meet and count as ``open`` (printed by the long profile) instead of failing,
+#: each with its reproducer; n4 and n7 are fixed (issue 19). Every other pair must pass.
 OPEN: dict[tuple[str, str], str] = {
-    ("free_sign_big", "highs"): "n4: highs status error on free-sign continuous L2 at 1e9-1e12",
-    ("free_sign_big", "auto"): "n4 / n7: highs is the one plug-in that takes these (pdlp refuses untargeted free nodes)",
-    ("infeasible_lp", "ortools"): "n5: ortools (GLOP) says error, not infeasible, at >= 1e9",
-    ("query_free", "highs"): "n7: highs ignores a query term over untargeted nodes",
-    ("query_free", "auto"): "n7: auto picks highs there",
+    # n5's instances now say "infeasible"; some of this family's (seed 3) still stop with "numerical"
+    # after GLOP's unscaled retry: an honest stop, not the right one
+    ("infeasible_lp", "ortools"): "n5 class: ortools (GLOP) says numerical, not infeasible, on some levels at >= 1e9",
 }
 
 
