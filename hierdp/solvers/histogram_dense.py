@@ -247,8 +247,12 @@ def _solve_active_set(H: np.ndarray, which: np.ndarray, G: np.ndarray, s: np.nda
         gscale = gscale + np.abs(mu)
     tol_g = STATIONARITY_RTOL * np.maximum(gscale, 1e-300)  # (C,)
     # an active cell whose parent cell has no free child cell (or, with totals, whose child has no
-    # free cell) has a free multiplier (lambda_i or mu_c can be taken large): no sign condition
-    held = A & ~np.asarray(empty)[local][:, cell_map]
+    # free cell) has a free multiplier (lambda_i or mu_c can be taken large): no sign condition.
+    # "No free child cell" is counted, not read off S's diagonal: with totals, a child whose one
+    # free cell is fixed by its total adds nothing to S, yet its stationarity ties lambda_i to mu_c
+    # (so lambda_i is not free: the sign conditions of the other active cells must hold)
+    nofree = _segment_sum(Ff @ E.T, starts) == 0
+    held = A & ~np.asarray(nofree)[local][:, cell_map]
     if border:
         held &= np.asarray(F.any(1))[:, None]
     bad_child = ((F & (xs < -tol_x[local][:, None])).any(1)

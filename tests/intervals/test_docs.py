@@ -19,7 +19,8 @@ def _tables(text: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.skipif(not DOC.exists(), reason="docs/ not present")
-def test_doc_examples_run(capsys):
+def test_doc_examples_run(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the page writes release.csv where it runs
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
     assert blocks
     ns: dict = {}
