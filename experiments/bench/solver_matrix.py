@@ -26,7 +26,8 @@ and how long the ``hierdp.solve`` call took (verification included):
 
 * ``opt 0.12``: a verified optimum in 0.12 s;
 * ``tl 5.0 +3e-4``: stopped at the time limit with a feasible point whose objective is 3e-4
-  (relative) above the best proven bound of the cell; ``tl 5.0`` without a point;
+  (relative) above the best proven bound of the cell; ``tl 5.0`` without a point, or with one but
+  no proven bound in the cell to compare it with;
 * ``inf``, ``err``, ``num``: stopped with that termination (infeasible, error, numerical);
   ``bad``: an answer verification refuted;
 * ``-``: refused before solving (``unsupported()``); ``late``: refused by ``solve`` although

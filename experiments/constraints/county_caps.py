@@ -12,8 +12,10 @@ Constraints (public policy figures, chosen to bind: each is a little below or ab
 * a lower bound ``IL/LAKE >= 520,000`` (516,418).
 
 Run: ``python -m experiments.constraints.county_caps [--time-limit 60] [--scale 1] [--seed 0]``.
-Prints, for InfTDA (integer L∞), TDA_l2 (paper rounding; integer L2 where rows reach) and a TopDown
-with integer L1, with and without the constraints (same seed):
+Prints, at real counts (``--scale`` divides every count and bound), for InfTDA (integer L∞), TDA_l2
+(the paper's rounding; the groups the rows reach get the exact integer L2 optimum under the rows),
+TDA_l2_exact (exact integer L2 everywhere) and a TopDown with integer L1, with and without the
+constraints (same seed):
 
 1. the pre-noise resolution: rows per level, what was carried up, the feasibility check's seconds;
 2. per release: status and seconds; consistency, non-negativity, every row checked exactly in
@@ -21,13 +23,13 @@ with integer L1, with and without the constraints (same seed):
    max / mean absolute error per level with and without rows;
 3. the county level posed as a ``Problem`` exactly as the mechanism poses it (released state
    totals, fresh noise of the level's σ², the rows with the fixed parts moved to the bounds),
-   solved by ``highs``, ``ortools`` and ``auto`` for each objective, with status, objective and
-   seconds - at real magnitudes, and at counts / 1,000 and / 10,000;
-4. the same release through ``hierdp release --constraints FILE``.
+   solved by ``highs``, ``ortools`` and ``auto`` for integer L∞, L2 and L1, each with its status,
+   seconds, objective, proven bound, and an exact integer check of its point (state sums, the rows,
+   non-negativity), and whether the solvers reach the same optimum;
+4. the same releases through ``hierdp release --constraints FILE`` (inftda, tda_l2, tda_l2_exact),
+   every row checked again in the written file.
 
-A time limit stops a general solver that cannot prove its optimum: today HiGHS does not prove
-integer L∞ levels with rows at these magnitudes, CP-SAT refuses rows that couple states, and both
-refuse integer L2 with rows (the chord count); integer L1 works (issue 19, part 2, is on it).
+A solver that cannot prove its optimum within the time limit says so (status ``time_limit``).
 """
 
 from __future__ import annotations
@@ -110,6 +112,8 @@ def run_releases(tree: hierdp.Hierarchy, c: Constraints, seed: int, time_limit: 
     makers = {
         "InfTDA (integer L-inf)": lambda **k: InfTDA(epsilon=1.0, delta=1e-8, time_limit=time_limit, **k),
         "TDA_l2 (paper rounding)": lambda **k: TDA("l2", epsilon=1.0, delta=1e-8, time_limit=time_limit, **k),
+        "TDA_l2_exact (integer L2)": lambda **k: TDA("l2", epsilon=1.0, delta=1e-8, rounding="exact",
+                                                     time_limit=time_limit, **k),
         "TopDown, integer L1": lambda **k: TopDownMechanism(epsilon=1.0, delta=1e-8, objective="l1",
                                                              time_limit=time_limit, **k),
     }
@@ -152,6 +156,13 @@ def run_releases(tree: hierdp.Hierarchy, c: Constraints, seed: int, time_limit: 
 def county_level_problem(tree: hierdp.Hierarchy, c: Constraints, objective: str, seed: int) -> hierdp.Problem:
     """The county level as the mechanism poses it: the released state totals (InfTDA's level 1),
     fresh discrete Gaussian noise of the level's σ², the rows with the fixed parts in the bounds."""
+    return county_level(tree, c, objective, seed)[0]
+
+
+def county_level(tree: hierdp.Hierarchy, c: Constraints, objective: str,
+                 seed: int) -> tuple[hierdp.Problem, np.ndarray]:
+    """:func:`county_level_problem` and the tree index of each county node of the problem (node
+    ``G + j`` is county ``child_keys[j]``, after the ``G`` fixed state nodes)."""
     from hierdp.hierarchy.topdown_tree import HierarchyTree
     from hierdp.privacy import samplers
 
@@ -172,33 +183,60 @@ def county_level_problem(tree: hierdp.Hierarchy, c: Constraints, objective: str,
                        fixed=np.concatenate([rel.levels[1].values.astype(float), np.full(n, np.nan)]),
                        objective=objective, integer=True, lower=lower, upper=upper)
     p.add_constraints(block.matrix, block.lower, block.upper, nodes=np.arange(G, G + n), name="constraints")
-    return p
+    return p, np.asarray(child_keys)
+
+
+def point_holds(p: hierdp.Problem, child_keys: np.ndarray, values: np.ndarray, c: Constraints,
+                tree: hierdp.Hierarchy) -> bool:
+    """The point, checked in Python integers and independently of the solvers' own ``verify``: each
+    state's counties sum to the state's released total, every county is >= 0, every entry holds
+    (evaluated on the county names, not on the problem's row matrix)."""
+    v = [int(x) for x in np.asarray(values)]
+    G = len(v) - child_keys.size
+    sums = [0] * G
+    for i in range(G, len(v)):
+        sums[int(p.parent[i])] += v[i]
+    if sums != [int(x) for x in p.fixed[:G]] or min(v[G:]) < 0:
+        return False
+    at = {int(k): v[G + j] for j, k in enumerate(child_keys)}
+    for e in c:
+        terms = dict(e.terms) if hasattr(e, "terms") else {e.node: 1}
+        act = sum(int(coef) * at[tree.index_of(n)] for n, coef in terms.items())
+        if (e.lower is not None and act < e.lower) or (e.upper is not None and act > e.upper):
+            return False
+    return True
 
 
 def solve_level(tree: hierdp.Hierarchy, c: Constraints, seed: int, time_limit: float, label: str) -> None:
     from hierdp.solvers import SolverFailed, UnsupportedProblem
 
     print(f"\n-- the county level as a Problem ({label}; {len(c)} constraints, time limit {time_limit:g} s)")
-    print(f"   {'objective':<9} {'solver':<8} {'outcome':<20} {'seconds':>8}  objective value / reason")
+    print(f"   {'objective':<9} {'solver':<8} {'outcome':<22} {'seconds':>8} {'objective value':>16} "
+          f"{'proven bound':>16}  point holds (exact integers)")
     for objective in ("linf", "l2", "l1"):
-        p = county_level_problem(tree, c, objective, seed)
+        p, child_keys = county_level(tree, c, objective, seed)
         found = {}
         for solver in ("highs", "ortools", "auto"):
             t0 = time.perf_counter()
+            value = bound = holds = ""
             try:
                 sol = hierdp.solve(p, solver=solver, time_limit=time_limit)
-                outcome, value = f"optimal ({sol.solver})", f"{sol.objective:,.2f}"
-                found[solver] = sol.objective
+                outcome = f"{sol.termination.value} ({sol.solver})" if solver == "auto" else sol.termination.value
+                value = f"{sol.objective:,.2f}"
+                bound = "-" if sol.bound is None else f"{sol.bound:,.2f}"
+                holds = str(point_holds(p, child_keys, sol.values, c, tree))
+                if sol.termination.value == "optimal":
+                    found[solver] = sol.objective
             except UnsupportedProblem as exc:
-                outcome = "refused"
-                value = ("no exact plug-in accepts it" if solver == "auto"
-                         else str(exc).split("exactly: ", 1)[-1][:70])
+                outcome, holds = "refused", str(exc)[:90]
             except SolverFailed as exc:
-                outcome, value = str(getattr(exc.termination, "value", exc.termination)), ""
-            print(f"   {objective:<9} {solver:<8} {outcome:<20} {time.perf_counter() - t0:>8.2f}  {value}")
-        if len(found) > 1:
-            vals = list(found.values())
-            print(f"   {objective}: the optimal solvers agree: {max(vals) - min(vals) <= 1e-6 * max(1.0, abs(vals[0]))}")
+                outcome = str(getattr(exc.termination, "value", exc.termination))
+                holds = str(exc).splitlines()[0][:90]
+            print(f"   {objective:<9} {solver:<8} {outcome:<22} {time.perf_counter() - t0:>8.2f} {value:>16} "
+                  f"{bound:>16}  {holds}")
+        vals = list(found.values())
+        agree = len(vals) == 3 and max(vals) - min(vals) <= 1e-9 * max(1.0, abs(vals[0]))
+        print(f"   {objective}: {len(vals)} of 3 proven optimal; the same optimum: {agree}")
 
 
 def run_cli(df: pd.DataFrame, c: Constraints, seed: int, time_limit: float, mechanism: str, label: str) -> None:
@@ -244,18 +282,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"constraints: {c.summary()}\n   resolved and checked before any noise in {time.perf_counter() - t0:.2f} s: "
           f"{r.text()}")
     run_releases(tree, c, args.seed, args.time_limit)
-    solve_level(tree, c, args.seed, args.time_limit, f"real counts / {args.scale}" if args.scale > 1 else "real counts")
-    for div in (1_000, 10_000):
-        small = county_tree(midwest(div * args.scale))
-        solve_level(small, county_constraints(div * args.scale), args.seed, args.time_limit, f"counts / {div:,}")
-    # without the row that couples two states, CP-SAT accepts integer L-inf too
-    within = Constraints([e for e in county_constraints(1_000 * args.scale) if e.name != "cross-state cap"])
-    solve_level(county_tree(midwest(1_000 * args.scale)), within, args.seed, args.time_limit,
-                "counts / 1,000, without the cross-state cap")
+    label = f"counts / {args.scale:,}" if args.scale > 1 else "real counts"
+    solve_level(tree, c, args.seed, args.time_limit, label)
     if not args.skip_cli:
-        run_cli(df, c, args.seed, args.time_limit, "inftda", "real counts")
-        run_cli(midwest(10_000 * args.scale), county_constraints(10_000 * args.scale), args.seed, args.time_limit,
-                "tda_l2", "counts / 10,000")
+        for mechanism in ("inftda", "tda_l2", "tda_l2_exact"):
+            run_cli(df, c, args.seed, args.time_limit, mechanism, label)
 
 
 if __name__ == "__main__":

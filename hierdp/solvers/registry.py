@@ -219,13 +219,16 @@ def limits_text() -> str:
 #: The order is the measured one: ``python -m experiments.bench.solver_matrix`` (docs/solvers.md,
 #: "The researchers' table"), with the figure each entry rests on.
 #: Figures: each line's "solved/accepted in median seconds" per solver, from the full run (174 cells,
-#: 5 s per call, 2 loaded cores); classes not listed keep the default order (highs first: it leads
-#: every other class, e.g. integer L1 rows 15/16 in 0.16 s vs ortools 9/10 in 0.81 s).
+#: 5 s per call, 2 loaded cores, with sx's exact encodings merged); classes not listed keep the
+#: default order (highs first: it leads every other class, e.g. integer L1 rows 15/16 in 0.06 s vs
+#: ortools 9/10 in 0.25 s, integer L2 rows 15/16 in 0.25 s vs ortools 6/7 in 0.08 s). Integer L∞
+#: without rows is a tie since HiGHS's integer objective per group (same cells, same median): ortools
+#: stays first.
 GENERAL_ORDER: dict[tuple[str, bool, bool], tuple[str, ...]] = {
-    ("linf", True, False): ("ortools", "highs", "pdlp"),  # ortools 12/13 in 0.50 s; highs 10/13 in 0.59 s
-    ("linf", True, True): ("ortools", "highs", "pdlp"),  # ortools 4/5 in 0.64 s; highs 4/16 in 1.54 s
-    ("l2", False, False): ("pdlp", "highs", "ortools"),  # pdlp 13/13 in 0.01 s; highs 11/13 in 0.15 s
-    ("l2", False, True): ("pdlp", "highs", "ortools"),  # pdlp 13/13 in 0.02 s; highs 14/16 in 0.23 s
+    ("linf", True, False): ("ortools", "highs", "pdlp"),  # ortools 12/13 in 0.19 s; highs 12/13 in 0.19 s
+    ("linf", True, True): ("ortools", "highs", "pdlp"),  # ortools 9/10 in 0.23 s; highs 12/16 in 0.43 s
+    ("l2", False, False): ("pdlp", "highs", "ortools"),  # pdlp 13/13 in 0.01 s; highs 12/13 in 0.09 s
+    ("l2", False, True): ("pdlp", "highs", "ortools"),  # pdlp 13/13 in 0.01 s; highs 14/16 in 0.13 s
 }
 _DEFAULT_GENERAL = ("highs", "ortools", "pdlp")
 _FAST = ("intopt", "projection", "costtable", "twopass", "chain")

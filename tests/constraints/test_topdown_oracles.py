@@ -25,6 +25,7 @@ from .oracles import (
     milp_level_optimum,
     noisy_levels,
     released_vector,
+    satisfies,
 )
 
 
@@ -139,3 +140,59 @@ def test_each_level_is_optimal_under_the_rows_milp(objective):
             act = sum(c * int(v[tree.index_of(n)]) for n, c in terms.items())
             assert lo <= act <= hi
     assert completed >= 3
+
+
+def test_linf_under_rows_takes_the_l2_closest_of_its_optima_brute_force():
+    # an L∞ optimum pins only each group's largest deviation; where the rows reach every group of a
+    # level, among the level vectors that keep every group within its released deviation (and extend
+    # to a tree meeting every row), the release is the closest in L2 to the noisy values: enumerated
+    checked = 0
+    for seed in range(34):
+        tree, spec = tiny_instance(seed)
+        try:
+            spec.to_constraints().resolve(tree)
+        except hierdp.constraints.ConstraintsInfeasible:
+            continue
+        rel, noise = release_with_oracle(tree, spec, "linf", seed)
+        if rel is None:
+            continue
+        v = released_vector(rel, tree)
+        trees = all_trees(tree, int(tree.counts[0]))
+        level = np.asarray(tree.level)
+        for L, (child, x, groups) in noisy_levels(rel, tree, noise.draws).items():
+            if rel.solver_stats[L].get("constrained_groups", 0) < np.unique(groups).size:
+                continue  # groups the rows did not reach keep the level solver's own optimum
+            d = np.abs(v[child] - x)
+            t = np.array([d[groups == g].max() for g in groups])  # each child's group's deviation
+            coarse = np.flatnonzero(level < L)
+            ok = satisfies(trees, tree, spec) & np.all(trees[:, coarse] == v[coarse], axis=1)
+            y = np.unique(trees[ok][:, child], axis=0)
+            y = y[np.all(np.abs(y - x) <= t, axis=1)]
+            best = float(((y - x).astype(float) ** 2).sum(axis=1).min())
+            got = float(((v[child] - x).astype(float) ** 2).sum())
+            assert got == pytest.approx(best, abs=1e-9), (seed, L, got, best)
+            checked += 1
+    assert checked >= 10
+
+
+def test_linf_under_a_binding_cap_moves_only_what_the_cap_needs():
+    # one state of 12 counties, a cap 40 below the truth on two of them: the other ten counties stay
+    # where the noise put them (at most the noise's own L∞ off), not the cap's deviation
+    edges = [("US", "S"), ("US", "T")] + [("S", f"S/{i}") for i in range(12)] + [("T", "T/0"), ("T", "T/1")]
+    counts = {**{f"S/{i}": 1_000_000 + 1_000 * i for i in range(12)}, "T/0": 5, "T/1": 7}
+    tree = hierdp.Hierarchy.from_edges(edges, counts=counts)
+    cap = counts["S/0"] + counts["S/1"] - 40
+    c = hierdp.Constraints().add_linear({"S/0": 1, "S/1": 1}, upper=cap, name="cap")
+    noise = RecordingNoise()
+    rel = TopDownMechanism(rho=1.0, noise=noise, objective="linf", constraints=c).release(tree, seed=3)
+    v = released_vector(rel, tree)
+    assert v[tree.index_of("S/0")] + v[tree.index_of("S/1")] <= cap
+    child, x, _ = noisy_levels(rel, tree, noise.draws)[2]
+    free = np.isin(child, [tree.index_of(f"S/{i}") for i in range(2, 12)])
+    capped = np.isin(child, [tree.index_of("S/0"), tree.index_of("S/1")])
+    assert np.abs(v[child] - x)[capped].max() >= 10  # the cap binds
+    # the ten free counties absorb what the state's released total leaves them; the L2-closest point
+    # spreads it evenly: every free deviation is within one unit of the mean (an L∞ optimum alone
+    # may put any of them anywhere up to the capped counties' deviation)
+    left = int(v[tree.index_of("S")]) - int(v[child][capped].sum()) - int(x[free].sum())
+    assert np.all(np.abs((v[child] - x)[free] - left / 10) < 1), ((v[child] - x)[free], left)

@@ -359,6 +359,7 @@ class LevelSolver:
             p.add_constraints(mat, rows.lower, rows.upper, nodes=np.arange(G, G + nc), name="constraints")
         relaxations: list[dict[str, Any]] = []
         options = self._constraint_options
+        posed = p
         try:
             sol = solve(p, solver=self.constraint_solver, time_limit=self.time_limit, **options)
         except SolverFailed as exc:
@@ -371,18 +372,66 @@ class LevelSolver:
             lower_by, upper_by = minimal_relaxation(p, np.ones(len(cons), bool), time_limit=self.time_limit)
             relaxed = clone_problem(p, lower=cons.lower - lower_by, upper=cons.upper + upper_by, feasibility=False)
             sol = solve(relaxed, solver=self.constraint_solver, time_limit=self.time_limit, **options)
+            posed = relaxed
             for r in np.flatnonzero((lower_by > 0) | (upper_by > 0)):
                 relaxations.append({"row": str(rows.names[r]), "level": int(rows.level),
                                     "lower_by": float(lower_by[r]), "upper_by": float(upper_by[r])})
         values = np.asarray(sol.values)[G:]
+        objective = float(sol.objective)
+        tie_break = None
+        if self.integer and self.objective == "linf":
+            values, tie_break = self._closest_linf_optimum(posed, values, offsets, G)
         if self.integer:
             values = np.rint(values).astype(np.int64)
         stats: dict[str, Any] = {"constraint_solver": sol.solver, "constrained_groups": int(G),
-                                 "constraint_rows": int(rows.n_rows), "constrained_objective": float(sol.objective),
+                                 "constraint_rows": int(rows.n_rows), "constrained_objective": objective,
                                  "constraint_s": time.perf_counter() - t0}
+        if tie_break is not None:
+            stats["constraint_tie_break"] = tie_break
         if relaxations:
             stats["relaxations"] = relaxations
         return values, stats
+
+    def _closest_linf_optimum(self, p: Any, values: np.ndarray, offsets: np.ndarray,
+                              G: int) -> tuple[np.ndarray, str]:
+        """Among the integer L∞ optima of a constrained component, the one closest in L2 to the noisy
+        values (a second solve: every measured child kept within its group's optimal deviation, the
+        same rows, integer L2).
+
+        Why: an L∞ optimum only pins each group's largest deviation, so a solver may move every
+        other child up to it (a county level under one binding cap came back with all 102 counties
+        of the capped state > 1,000 off, against ~10 without the cap); the groups without rows get
+        the same tie-break from :mod:`.canonical`. If the second solve fails, the first optimum is
+        kept and the stats say so.
+        """
+        from hierdp.models import Problem
+        from hierdp.solvers import SolverError, solve
+
+        noisy = np.asarray(p.target, dtype=float)[G:]
+        x = np.rint(np.asarray(values, dtype=float))
+        measured = np.isfinite(noisy)
+        dev = np.where(measured, np.abs(x - np.where(measured, noisy, 0.0)), 0.0)
+        sizes = np.diff(offsets)
+        has = sizes > 0
+        per_group = np.zeros(sizes.size)
+        per_group[has] = np.maximum.reduceat(dev, offsets[:-1][has])
+        t = np.repeat(per_group, sizes)  # each child's group's optimal deviation (exact: integers)
+        lower, upper = np.array(p.lower, dtype=float), np.array(p.upper, dtype=float)
+        lower[G:] = np.where(measured, np.maximum(lower[G:], np.ceil(noisy - t)), lower[G:])
+        upper[G:] = np.where(measured, np.minimum(upper[G:], np.floor(noisy + t)), upper[G:])
+        q = Problem(p.parent, p.target, fixed=p.fixed, objective="l2", integer=True, nonnegative=True,
+                    lower=lower, upper=upper)
+        if p.n_constraints:
+            cons = p.constraints
+            q.add_constraints(cons.matrix, cons.lower, cons.upper, name="rows")
+        try:
+            second = solve(q, solver=self.constraint_solver, time_limit=self.time_limit, **self._constraint_options)
+        except SolverError as exc:
+            return values, f"the first L-inf optimum kept (the L2 tie-break failed: {type(exc).__name__})"
+        y = np.rint(np.asarray(second.values, dtype=float)[G:])
+        if np.any(np.abs(y - np.where(measured, noisy, y))[measured] > t[measured]):  # cannot: its bounds
+            return values, "the first L-inf optimum kept (the L2 tie-break left the optimal deviations)"
+        return y, f"closest in L2 to the noisy values among the L-inf optima ({second.solver})"
 
     def _infeasible(self, p: Any, rows: Any, sizes: np.ndarray, groups: np.ndarray) -> Exception:
         """A :class:`ConstraintsInfeasible` naming an irreducible subset of the rows (deletion filter)."""
