@@ -598,12 +598,15 @@ def _dask_task(task: Any, tree: Any, job: Any, payload: tuple) -> tuple[Any, Any
     return run_partition(task, tree, job, payload)
 
 
-def local_cluster(workers: int) -> Any:
+def local_cluster(workers: int, memory_limit: str | int = "auto") -> Any:
     """A ``distributed.LocalCluster`` of ``workers`` single-threaded worker processes, as hierdp
     makes one for a release: no dashboard, quiet logs, and two of distributed's defaults changed
     for compute-bound tasks on short-lived workers - glibc's memory trimming threshold is left
     dynamic (distributed pins it at 64 KiB, which made census chunks spend ~40% more CPU returning
-    and re-faulting their temporaries, measured in docs/scale.md) and the sampling profiler is off."""
+    and re-faulting their temporaries, measured in docs/scale.md) and the sampling profiler is off.
+    ``memory_limit`` is each worker's (distributed's format: bytes or ``"2GiB"``; ``"auto"``, the
+    default, splits the machine's memory between the workers); its nanny restarts a worker that
+    goes past it."""
     import logging
 
     import dask
@@ -614,7 +617,7 @@ def local_cluster(workers: int) -> Any:
     with dask.config.set({"distributed.nanny.pre-spawn-environ": environ,
                           "distributed.worker.profile.enabled": False}):
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                            silence_logs=logging.ERROR)
+                            silence_logs=logging.ERROR, memory_limit=memory_limit)
 
 
 class _DaskSession(Session):

@@ -739,10 +739,11 @@ class CensusTopDown(LevelwiseMechanism):
             est[lv.keys] = lv.values
         strategy = self._strategy(K)
         stats, timings = [], {}
-        for st, name in zip(state.stats[1:], spine.level_names, strict=False):
+        for st, wall, name in zip(state.stats[1:], state.timings[1:], spine.level_names, strict=False):
             # counts only (their values follow the noisy histograms); seconds go to the timings
             stats.append({"geolevel": name, **{k: v for k, v in st.items()
                                               if k != "cpu_by_worker" and not k.endswith("_s")}})
+            timings[f"{name}_wall"] = float(wall)  # the geolevel, start to end, on this process's clock
             timings[f"{name}_noise"] = float(st.get("noise_s", 0.0))
             timings[f"{name}_solve"] = float(st.get("solve_s", 0.0))
             timings[f"{name}_cpu"] = float(st.get("cpu_s", 0.0))  # CPU seconds of the level's chunks, all workers'
