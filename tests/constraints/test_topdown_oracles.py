@@ -143,9 +143,9 @@ def test_each_level_is_optimal_under_the_rows_milp(objective):
 
 
 def test_linf_under_rows_takes_the_l2_closest_of_its_optima_brute_force():
-    # an L∞ optimum pins only each group's largest deviation; where the rows reach every group of a
-    # level, among the level vectors that keep every group within its released deviation (and extend
-    # to a tree meeting every row), the release is the closest in L2 to the noisy values: enumerated
+    # where the rows reach every group of a level, the release is, among the level vectors that
+    # extend to a tree meeting every row and reach the level's L∞ optimum (sum of the groups'
+    # largest deviations), the closest in L2 to the noisy values: all enumerated
     checked = 0
     for seed in range(34):
         tree, spec = tiny_instance(seed)
@@ -162,17 +162,50 @@ def test_linf_under_rows_takes_the_l2_closest_of_its_optima_brute_force():
         for L, (child, x, groups) in noisy_levels(rel, tree, noise.draws).items():
             if rel.solver_stats[L].get("constrained_groups", 0) < np.unique(groups).size:
                 continue  # groups the rows did not reach keep the level solver's own optimum
-            d = np.abs(v[child] - x)
-            t = np.array([d[groups == g].max() for g in groups])  # each child's group's deviation
             coarse = np.flatnonzero(level < L)
             ok = satisfies(trees, tree, spec) & np.all(trees[:, coarse] == v[coarse], axis=1)
             y = np.unique(trees[ok][:, child], axis=0)
-            y = y[np.all(np.abs(y - x) <= t, axis=1)]
-            best = float(((y - x).astype(float) ** 2).sum(axis=1).min())
+            obj = level_objective(y, x, groups, "linf")
+            optima = y[obj == obj.min()]
+            best = float(((optima - x).astype(float) ** 2).sum(axis=1).min())
             got = float(((v[child] - x).astype(float) ** 2).sum())
             assert got == pytest.approx(best, abs=1e-9), (seed, L, got, best)
+            assert rel.solver_stats[L]["constraint_tie_break"], rel.solver_stats[L]
             checked += 1
     assert checked >= 10
+
+
+@pytest.mark.parametrize("solver", ["highs", "ortools", "auto"])
+@pytest.mark.parametrize("base", [0, 10**9])
+def test_linf_under_a_coupling_row_shares_the_deviation_closest_in_l2(solver, base):
+    # two groups of two children (totals 2B + 10), every noisy value B + 5, one row a1 + b1 <= 2B + 6:
+    # the L∞ optimum 4 can be split 2 + 2 or 4 + 0 between the groups; the L2-closest optimum is
+    # (B+3, B+7, B+3, B+7) - enumerated here over every integer split
+    from scipy import sparse
+
+    from hierdp.constraints.levels import LevelRows
+    from hierdp.mechanisms.topdown.level_solver import LevelSolver
+
+    noisy = np.full(4, base + 5.0)
+    totals = np.array([2 * base + 10, 2 * base + 10])
+    rows = LevelRows(sparse.csr_matrix(np.array([[1.0, 0, 1, 0]])), np.array([-np.inf]), np.array([2.0 * base + 6]),
+                     np.array(["cap"]), None, None, 1)
+    pts = []
+    for a1 in range(base, base + 11):
+        for b1 in range(base, base + 11):
+            if a1 + b1 <= 2 * base + 6:
+                y = np.array([a1, 2 * base + 10 - a1, b1, 2 * base + 10 - b1], dtype=np.int64)
+                d = np.abs(y - noisy)
+                pts.append((d[:2].max() + d[2:].max(), float(((y - noisy) ** 2).sum())))
+    opt = min(p[0] for p in pts)
+    closest = min(l2 for o, l2 in pts if o == opt)
+    values, stats = LevelSolver("intopt" if base else solver, objective="linf", integer=True, constraints=True,
+                                constraint_solver=solver).solve(noisy, np.array([0, 2, 4]), totals, rows=rows)
+    d = np.abs(values - noisy)
+    assert d[:2].max() + d[2:].max() == opt == 4
+    assert float(((values - noisy) ** 2).sum()) == closest == 16.0
+    (outcome,) = stats["constraint_tie_break"]  # the statistics say how the optimum was chosen
+    assert outcome.startswith("closest in L2 to the noisy values among the L-inf optima (")
 
 
 def test_linf_under_a_binding_cap_moves_only_what_the_cap_needs():

@@ -111,9 +111,9 @@ def test_no_process_of_the_run_outlives_the_command(sig, big_csv, tmp_path, shor
             time.sleep(0.05)
         else:
             pytest.fail(f"the pool did not start (exit code {proc.poll()}): {box.get('data')!r}")
-        # the pool as it was when it started: main, fork server, two workers (a resource tracker only
-        # where something needs one; a fast machine may be between two levels' tasks 0.5 s later)
-        assert len(procs) >= 4, procs
+        # the pool has started (main, fork server, two workers; a resource tracker only where
+        # something needs one). Not counted again 0.5 s later: CI saw 3 processes then, between two
+        # levels' tasks. What matters is checked after the signal: nothing of the run is left
         time.sleep(0.5)  # into the run
         assert proc.poll() is None, "the run ended before the signal: make the input larger"
         os.kill(proc.pid, getattr(signal, sig))

@@ -31,7 +31,9 @@ group is an independent problem, so both parts are exact). The constraint solver
 construction on a probe level that has a row coupling two groups and a bounded child; by default
 it is the mechanism's solver when that accepts the probe, else ``"auto"``: the first exact plug-in
 in the registry's preference order that accepts the actual problem (the fast paths refuse rows, so
-a general solver: ``highs``, then ``ortools``). An infeasible constrained part raises
+a general solver; for integer L∞ ``ortools`` leads the measured order). For integer L∞, a second
+exact solve picks, among all the component's L∞ optima, the one closest in L2 to the noisy values
+(:meth:`LevelSolver._closest_linf_optimum`). An infeasible constrained part raises
 :class:`~hierdp.constraints.ConstraintsInfeasible` naming an irreducible subset of its rows, or,
 with ``on_infeasible="relax"``, is solved again with the minimal L1 relaxation of its rows, which
 the level's statistics report row by row.
@@ -271,6 +273,7 @@ class LevelSolver:
         by_comp = redo[np.argsort(comp[redo], kind="stable")]
         bounds = np.concatenate([[0], np.flatnonzero(np.diff(comp[by_comp])) + 1, [by_comp.size]])
         seconds, relaxations = 0.0, []
+        ties: dict[str, int] = {}
         for s, e in itertools.pairwise(bounds.tolist()):
             members = np.sort(by_comp[s:e])
             idx, off = gather_ranges(offsets[:-1][members], sizes[members])
@@ -285,11 +288,15 @@ class LevelSolver:
             values[idx] = v
             seconds += cstats["constraint_s"]
             relaxations.extend(cstats.get("relaxations", ()))
+            if "constraint_tie_break" in cstats:  # one line per outcome, with its count of components
+                ties[cstats["constraint_tie_break"]] = ties.get(cstats["constraint_tie_break"], 0) + 1
             stats["constraint_solver"] = cstats["constraint_solver"]
         stats["constraint_s"] = seconds
         stats["constraint_components"] = int(bounds.size - 1)
         if relaxations:
             stats["relaxations"] = relaxations
+        if ties:
+            stats["constraint_tie_break"] = ties
         stats["objective"] = _level_objective(values, np.asarray(noisy, dtype=float), offsets, self.objective)
         return values, stats
 
@@ -394,43 +401,73 @@ class LevelSolver:
 
     def _closest_linf_optimum(self, p: Any, values: np.ndarray, offsets: np.ndarray,
                               G: int) -> tuple[np.ndarray, str]:
-        """Among the integer L∞ optima of a constrained component, the one closest in L2 to the noisy
-        values (a second solve: every measured child kept within its group's optimal deviation, the
-        same rows, integer L2).
+        """Among *all* integer L∞ optima of a constrained component, the one closest in L2 to the
+        noisy values (children without a measurement: to 0, as :mod:`.canonical` anchors them).
 
-        Why: an L∞ optimum only pins each group's largest deviation, so a solver may move every
-        other child up to it (a county level under one binding cap came back with all 102 counties
-        of the capped state > 1,000 off, against ~10 without the cap); the groups without rows get
-        the same tie-break from :mod:`.canonical`. If the second solve fails, the first optimum is
-        kept and the stats say so.
+        Why: the L∞ objective only pins the sum of the groups' largest deviations, so a solver may
+        move every other child up to them, or share the deviation between coupled groups in the
+        worst way (a county level under one binding cap came back with all 102 counties of the
+        capped state > 1,000 off, against ~10 without the cap). The second solve poses the optimum
+        set exactly: one deviation variable ``d_g`` per group (a parentless node without a target),
+        ``|y_i - x_i| <= d_g`` for the group's measured children, ``sum_g d_g <= OPT`` (the first
+        solve's optimum, an integer), the same rows and bounds; integer L2 to the noisy values. Its
+        answer is an L∞ optimum (checked exactly); among equally close optima, the plug-in's answer
+        stands. If the second solve fails, the first optimum is kept and the statistics say so.
         """
+        from scipy import sparse
+
         from hierdp.models import Problem
         from hierdp.solvers import SolverError, solve
 
         noisy = np.asarray(p.target, dtype=float)[G:]
-        x = np.rint(np.asarray(values, dtype=float))
+        n = p.n
+        nc = noisy.size
         measured = np.isfinite(noisy)
-        dev = np.where(measured, np.abs(x - np.where(measured, noisy, 0.0)), 0.0)
         sizes = np.diff(offsets)
-        has = sizes > 0
-        per_group = np.zeros(sizes.size)
-        per_group[has] = np.maximum.reduceat(dev, offsets[:-1][has])
-        t = np.repeat(per_group, sizes)  # each child's group's optimal deviation (exact: integers)
+        group = np.repeat(np.arange(G), sizes)
+        x = np.rint(np.asarray(values, dtype=float))
+
+        def per_group_max(v: np.ndarray) -> np.ndarray:
+            dev = np.where(measured, np.abs(v - np.where(measured, noisy, 0.0)), 0.0)
+            out = np.zeros(G)
+            np.maximum.at(out, group, dev)
+            return out
+
+        best = float(per_group_max(x).sum())  # the first solve's optimum (integers: exact)
+        # nodes: the component's G fixed parents, its children, then one deviation node per group
+        parent = np.concatenate([np.asarray(p.parent), np.full(G, -1, np.int64)])
+        target = np.concatenate([np.where(measured, noisy, 0.0) if nc else noisy, np.full(G, np.nan)])
+        target = np.concatenate([np.asarray(p.target, dtype=float)[:G], target])
+        # |y_i - x_i| <= d_g <= OPT also as bounds: the same set, and domains a CP-SAT model can hold
         lower, upper = np.array(p.lower, dtype=float), np.array(p.upper, dtype=float)
-        lower[G:] = np.where(measured, np.maximum(lower[G:], np.ceil(noisy - t)), lower[G:])
-        upper[G:] = np.where(measured, np.minimum(upper[G:], np.floor(noisy + t)), upper[G:])
-        q = Problem(p.parent, p.target, fixed=p.fixed, objective="l2", integer=True, nonnegative=True,
-                    lower=lower, upper=upper)
+        lower[G:][measured] = np.maximum(lower[G:][measured], np.ceil(noisy[measured] - best))
+        upper[G:][measured] = np.minimum(upper[G:][measured], np.floor(noisy[measured] + best))
+        q = Problem(parent, target, fixed=np.concatenate([np.asarray(p.fixed, dtype=float), np.full(G, np.nan)]),
+                    objective="l2", integer=True, nonnegative=True,
+                    lower=np.concatenate([lower, np.zeros(G)]), upper=np.concatenate([upper, np.full(G, best)]))
         if p.n_constraints:
             cons = p.constraints
-            q.add_constraints(cons.matrix, cons.lower, cons.upper, name="rows")
+            q.add_constraints(sparse.hstack([cons.matrix, sparse.csr_matrix((len(cons), G))]).tocsr(),
+                              cons.lower, cons.upper, name="rows")
+        kids = np.flatnonzero(measured)
+        m = kids.size
+        if m:  # y_i - d_g <= x_i and -y_i - d_g <= -x_i
+            r = np.arange(2 * m)
+            cols = np.concatenate([G + kids, G + kids, n + group[kids], n + group[kids]])
+            rows_ix = np.concatenate([r[:m], r[m:], r[:m], r[m:]])
+            coef = np.concatenate([np.ones(m), -np.ones(m), -np.ones(m), -np.ones(m)])
+            mat = sparse.csr_matrix((coef, (rows_ix, cols)), shape=(2 * m, n + G))
+            q.add_constraints(mat, np.full(2 * m, -np.inf), np.concatenate([noisy[kids], -noisy[kids]]),
+                              name="deviations")
+        q.add_constraints(sparse.csr_matrix((np.ones(G), (np.zeros(G, np.int64), n + np.arange(G))), shape=(1, n + G)),
+                          np.array([-np.inf]), np.array([best]), name="optimum")
         try:
             second = solve(q, solver=self.constraint_solver, time_limit=self.time_limit, **self._constraint_options)
         except SolverError as exc:
             return values, f"the first L-inf optimum kept (the L2 tie-break failed: {type(exc).__name__})"
-        y = np.rint(np.asarray(second.values, dtype=float)[G:])
-        if np.any(np.abs(y - np.where(measured, noisy, y))[measured] > t[measured]):  # cannot: its bounds
-            return values, "the first L-inf optimum kept (the L2 tie-break left the optimal deviations)"
+        y = np.rint(np.asarray(second.values, dtype=float)[G:n])
+        if per_group_max(y).sum() > best:  # cannot: its rows; never trade the L∞ optimum for L2
+            return values, "the first L-inf optimum kept (the L2 tie-break left the optimum)"
         return y, f"closest in L2 to the noisy values among the L-inf optima ({second.solver})"
 
     def _infeasible(self, p: Any, rows: Any, sizes: np.ndarray, groups: np.ndarray) -> Exception:
