@@ -427,13 +427,7 @@ class LevelSolver:
         group = np.repeat(np.arange(G), sizes)
         x = np.rint(np.asarray(values, dtype=float))
 
-        def per_group_max(v: np.ndarray) -> np.ndarray:
-            dev = np.where(measured, np.abs(v - np.where(measured, noisy, 0.0)), 0.0)
-            out = np.zeros(G)
-            np.maximum.at(out, group, dev)
-            return out
-
-        best = float(per_group_max(x).sum())  # the first solve's optimum (integers: exact)
+        best = _level_objective(x, noisy, offsets, "linf")  # the first solve's optimum (integers: exact)
         # nodes: the component's G fixed parents, its children, then one deviation node per group
         parent = np.concatenate([np.asarray(p.parent), np.full(G, -1, np.int64)])
         target = np.concatenate([np.where(measured, noisy, 0.0) if nc else noisy, np.full(G, np.nan)])
@@ -466,7 +460,7 @@ class LevelSolver:
         except SolverError as exc:
             return values, f"the first L-inf optimum kept (the L2 tie-break failed: {type(exc).__name__})"
         y = np.rint(np.asarray(second.values, dtype=float)[G:n])
-        if per_group_max(y).sum() > best:  # cannot: its rows; never trade the L∞ optimum for L2
+        if _level_objective(y, noisy, offsets, "linf") > best:  # cannot (its rows): never trade the optimum
             return values, "the first L-inf optimum kept (the L2 tie-break left the optimum)"
         return y, f"closest in L2 to the noisy values among the L-inf optima ({second.solver})"
 
