@@ -451,9 +451,14 @@ def solve(
     return sol
 
 
-def _solve_walking(problem: Problem, candidates: list[Solver], deadline: float | None, verify: bool,
-                   options: dict[str, Any]) -> Solution:
-    """``auto``: each candidate in turn until one returns a verified optimum."""
+def _walk(candidates: list[Solver], deadline: float | None,
+          attempt: Callable[[Solver, float | None], Any]) -> tuple[Any, Solver, list[dict[str, Any]], SolverFailed | None]:
+    """``auto``'s walk: each candidate in turn, with an equal share of the time left, until one
+    returns; a stop that proves nothing about the problem (a time-out, a refuted answer) walks on.
+
+    Returns the answer (None if none), the solver that gave it (or the last candidate), one record
+    per try (solver, termination, solution status, refutation, time share, seconds; the last one is
+    the answer's when there is one) and the last failure."""
     tried: list[dict[str, Any]] = []
     last: SolverFailed | None = None
     for k, s in enumerate(candidates):
@@ -463,7 +468,7 @@ def _solve_walking(problem: Problem, candidates: list[Solver], deadline: float |
         share = None if left is None else left / (len(candidates) - k)
         t = time.perf_counter()
         try:
-            sol = _solve_with(problem, s, share, verify, options)
+            out = attempt(s, share)
         except SolverFailed as exc:
             tried.append({"solver": s.name, "termination": exc.termination.value,
                           "solution_status": exc.solution_status.value, "refuted_by": exc.refuted_by,
@@ -472,20 +477,37 @@ def _solve_walking(problem: Problem, candidates: list[Solver], deadline: float |
             if not _walks_on(exc):
                 break
             continue
-        tried.append({"solver": s.name, "termination": sol.termination.value,
-                      "solution_status": sol.solution_status.value, "refuted_by": None, "time_limit": share,
-                      "seconds": time.perf_counter() - t})
-        sol.stats["auto"] = {"tried": tried, "chosen": s.name}
-        return sol
+        tried.append({"solver": s.name, "termination": "optimal", "solution_status": "optimal", "refuted_by": None,
+                      "time_limit": share, "seconds": time.perf_counter() - t})
+        return out, s, tried, last
+    return None, candidates[-1], tried, last
+
+
+def _walk_failed(candidates: list[Solver], tried: list[dict[str, Any]], last: SolverFailed | None) -> SolverFailed:
+    """The last failure of a walk, its message saying what ``auto`` tried (and what it had no time for)."""
     assert last is not None  # candidates is not empty and the first try ran (no time was spent before it)
     names_tried = ", ".join(f"{t['solver']} ({t['termination']}"
                             + (f", refuted by {t['refuted_by']}" if t["refuted_by"] else "") + ")" for t in tried)
     not_tried = [c.name for c in candidates[len(tried):]]
     note = f"auto tried {names_tried}" + (f"; no time left for {', '.join(not_tried)}" if not_tried and
                                           _walks_on(last) else "")
-    raise SolverFailed(last.solver, last.termination, f"{last.message}; {note}" if last.message else note,
+    out = SolverFailed(last.solver, last.termination, f"{last.message}; {note}" if last.message else note,
                        solution_status=last.solution_status, refuted_by=last.refuted_by, groups=last.groups,
-                       best=last.best) from last
+                       best=last.best)
+    out.__cause__ = last
+    return out
+
+
+def _solve_walking(problem: Problem, candidates: list[Solver], deadline: float | None, verify: bool,
+                   options: dict[str, Any]) -> Solution:
+    """``auto``: each candidate in turn until one returns a verified optimum."""
+    sol, s, tried, last = _walk(candidates, deadline, lambda s, share: _solve_with(problem, s, share, verify, options))
+    if sol is None:
+        raise _walk_failed(candidates, tried, last)
+    tried[-1].update(termination=sol.termination.value, solution_status=sol.solution_status.value)
+    sol.stats["auto"] = {"tried": tried, "chosen": s.name}
+    return sol
+
 
 
 def _solve_with(problem: Problem, s: Solver, time_limit: float | None, verify: bool,
@@ -696,34 +718,13 @@ def solve_groups(
     if not candidates:
         raise _refusal("solve these groups", reasons)
     deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
-    tried: list[dict[str, Any]] = []
-    last: SolverFailed | None = None
-    for k, s in enumerate(candidates):
-        left = _left(deadline)
-        if left is not None and left <= 0:
-            break
-        share = None if left is None else left / (len(candidates) - k)
-        t = time.perf_counter()
-        try:
-            sol = s.solve_groups(values, offsets, totals, objective=objective, integer=integer, weights=weights,
-                                 time_limit=share, **options)
-        except SolverFailed as exc:
-            tried.append({"solver": s.name, "termination": exc.termination.value, "refuted_by": exc.refuted_by,
-                          "time_limit": share, "seconds": time.perf_counter() - t})
-            last = exc
-            if not _walks_on(exc):
-                break
-            continue
-        if len(tried):  # record the walk only when there was one (a level's stats stay small)
-            tried.append({"solver": s.name, "termination": "optimal", "refuted_by": None, "time_limit": share,
-                          "seconds": time.perf_counter() - t})
-            sol.stats["auto"] = {"tried": tried, "chosen": s.name}
-        return sol
-    assert last is not None
-    note = "auto tried " + ", ".join(f"{t['solver']} ({t['termination']})" for t in tried)
-    raise SolverFailed(last.solver, last.termination, f"{last.message}; {note}" if last.message else note,
-                       solution_status=last.solution_status, refuted_by=last.refuted_by, groups=last.groups,
-                       best=last.best) from last
+    sol, s, tried, last = _walk(candidates, deadline, lambda s, share: s.solve_groups(
+        values, offsets, totals, objective=objective, integer=integer, weights=weights, time_limit=share, **options))
+    if sol is None:
+        raise _walk_failed(candidates, tried, last)
+    if len(tried) > 1:  # record the walk only when there was one (a level's stats stay small)
+        sol.stats["auto"] = {"tried": tried, "chosen": s.name}
+    return sol
 
 
 _base._VERIFIED_SOLVE = solve  # the default Solver.solve_groups goes through the checked solve

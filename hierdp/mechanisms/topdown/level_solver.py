@@ -421,7 +421,6 @@ class LevelSolver:
 
         noisy = np.asarray(p.target, dtype=float)[G:]
         n = p.n
-        nc = noisy.size
         measured = np.isfinite(noisy)
         sizes = np.diff(offsets)
         group = np.repeat(np.arange(G), sizes)
@@ -430,8 +429,8 @@ class LevelSolver:
         best = _level_objective(x, noisy, offsets, "linf")  # the first solve's optimum (integers: exact)
         # nodes: the component's G fixed parents, its children, then one deviation node per group
         parent = np.concatenate([np.asarray(p.parent), np.full(G, -1, np.int64)])
-        target = np.concatenate([np.where(measured, noisy, 0.0) if nc else noisy, np.full(G, np.nan)])
-        target = np.concatenate([np.asarray(p.target, dtype=float)[:G], target])
+        target = np.concatenate([np.asarray(p.target, dtype=float)[:G], np.where(measured, noisy, 0.0),
+                                 np.full(G, np.nan)])
         # |y_i - x_i| <= d_g <= OPT also as bounds: the same set, and domains a CP-SAT model can hold
         lower, upper = np.array(p.lower, dtype=float), np.array(p.upper, dtype=float)
         lower[G:][measured] = np.maximum(lower[G:][measured], np.ceil(noisy[measured] - best))
