@@ -380,14 +380,10 @@ def _cpsat(problem: Problem, arr: ModelArrays, deadline: float | None, workers: 
             objective = objective + _linf_scaled(m, y, problem, arr, lo, hi, in_coupled)
         m.minimize(objective)
     else:
-        x_orig = problem.target[arr.nodes[v]]
-        s = grid_scale(x_orig)
-        sw = grid_scale(arr.obj_weight)
-        if s is None or sw is None:
+        grid = _grid_terms(problem, arr)
+        if grid is None:
             return Status.ERROR, None, None, None, "targets or weights off the grid (unsupported() refuses these)"
-        z = np.zeros(arr.n_vars) if arr.shift is None else arr.shift
-        mm = np.rint(x_orig * s).astype(np.int64) - s * np.rint(z[v]).astype(np.int64)
-        ww = np.rint(arr.obj_weight * sw).astype(np.int64)
+        s, _, mm, ww = grid
         span = np.maximum(np.abs(hi[v] * s - mm), np.abs(lo[v] * s - mm)) if v.size else np.zeros(0)
         t = []
         for q in range(v.size):
@@ -428,14 +424,10 @@ def _cpsat_l2(problem: Problem, arr: ModelArrays, lo: np.ndarray, hi: np.ndarray
     round and did not finish the second in 60 s; GLOP's relaxation rounds take well under a second.
     """
     v = arr.obj_var
-    x_orig = problem.target[arr.nodes[v]]
-    s = grid_scale(x_orig)
-    sw = grid_scale(arr.obj_weight)
-    if s is None or sw is None:
+    grid = _grid_terms(problem, arr)
+    if grid is None:
         return Status.ERROR, None, None, None, "targets or weights off the grid (unsupported() refuses these)"
-    z = np.zeros(arr.n_vars) if arr.shift is None else arr.shift
-    mm = np.rint(x_orig * s).astype(np.int64) - s * np.rint(z[v]).astype(np.int64)
-    omega = np.rint(arr.obj_weight * sw).astype(np.int64)
+    s, sw, mm, omega = grid
     unit = s * s * sw
     terms = ConvexTerms(target=arr.obj_target.astype(float), weight=arr.obj_weight.astype(float),
                         lower=lo[v].astype(float), upper=hi[v].astype(float))
@@ -582,6 +574,21 @@ def _linf_ranks(m: Any, y: list[Any], arr: ModelArrays, lo: np.ndarray, hi: np.n
             m.add(Rq >= M * yq - M * int(f[q]))
         m.add(Rq >= M * int(f[q]) - M * yq + int(j_r[q]))
     return cp_model.LinearExpr.sum(R)
+
+
+def _grid_terms(problem: Problem, arr: ModelArrays) -> tuple[int, int, np.ndarray, np.ndarray] | None:
+    """The objective terms on their grids: ``(S, S_w, m, omega)`` with targets ``m / S``
+    (recentred: minus ``S`` times the integer shift) and weights ``omega / S_w``, all integers;
+    None when targets or weights are off every grid."""
+    v = arr.obj_var
+    x_orig = problem.target[arr.nodes[v]]
+    s = grid_scale(x_orig)
+    sw = grid_scale(arr.obj_weight)
+    if s is None or sw is None:
+        return None
+    z = np.zeros(arr.n_vars) if arr.shift is None else arr.shift
+    mm = np.rint(x_orig * s).astype(np.int64) - s * np.rint(z[v]).astype(np.int64)
+    return s, sw, mm, np.rint(arr.obj_weight * sw).astype(np.int64)
 
 
 def _glop(arr: ModelArrays, time_left: float | None
